@@ -33,5 +33,9 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest tests $(PYTEST_ARGS)
 
+# Speed targets as ratios measured side by side in one run (results also in outputs/bench/*.json).
+bench: $(STAMP)
+	$(PY) -m verl_ext.bench
+
 clean:
 	rm -rf $(VENV) outputs .pytest_cache

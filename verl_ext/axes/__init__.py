@@ -14,6 +14,7 @@ from typing import Any
 
 from verl_ext.axes.allocators import FixedAllocator, FixedAllocatorConfig, VarianceAllocator, VarianceAllocatorConfig
 from verl_ext.axes.base import BudgetAllocator, RolloutFilter, TaskSelector
+from verl_ext.axes.bots import BotsSelector, BotsSelectorConfig
 from verl_ext.axes.filters import DegenerateGroupFilter, DegenerateGroupFilterConfig, KeepAllFilter, KeepAllFilterConfig
 from verl_ext.axes.selectors import SequentialSelector, SequentialSelectorConfig, UniformSelector, UniformSelectorConfig
 from verl_ext.axes.types import RolloutView, StepResults, TaskPool, TaskStats
@@ -30,6 +31,7 @@ def register(axis: str, config_cls: type, component_cls: type) -> None:
 
 register("selector", UniformSelectorConfig, UniformSelector)
 register("selector", SequentialSelectorConfig, SequentialSelector)
+register("selector", BotsSelectorConfig, BotsSelector)
 register("allocator", FixedAllocatorConfig, FixedAllocator)
 register("allocator", VarianceAllocatorConfig, VarianceAllocator)
 register("rollout_filter", KeepAllFilterConfig, KeepAllFilter)

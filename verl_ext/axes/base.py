@@ -39,6 +39,10 @@ class TaskSelector(Stateful):
     def update(self, step: int, results: StepResults) -> None:
         """Learn from the scored rollouts of ``step``."""
 
+    def metrics(self) -> dict[str, float]:
+        """Scalars about the last ``select`` / ``update``, logged as ``data_selection/selector/<key>``."""
+        return {}
+
 
 class BudgetAllocator(Stateful):
     def __init__(self, config, seed: int):

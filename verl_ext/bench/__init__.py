@@ -1,0 +1,1 @@
+"""Benchmarks (``make bench``): speed targets as ratios measured side by side in one run."""
