@@ -60,9 +60,10 @@ def run(config) -> None:
     from verl.utils.config import validate_config
     from verl.utils.device import auto_set_device
 
-    from verl_ext.trainer.components import validate_axes
+    from verl_ext.trainer.components import validate_axes, validate_training_data
 
     validate_axes(config)
+    validate_training_data(config)
     if not config.trainer.use_v1:
         raise ValueError("verl_ext needs verl's v1 trainer (trainer.use_v1=true)")
     auto_set_device(config)
@@ -76,13 +77,21 @@ def _hydra_main(config) -> None:
     run(config)
 
 
+def cpu_argv(args: list[str]) -> list[str]:
+    """The re-executed command line for ``--cpu``: the user's leading Hydra flags (``--config-dir``,
+    ``--config-name``, ``--cfg``), then the CPU preset, then the user's overrides (which win)."""
+    from verl_ext.cpu import cpu_overrides, split_hydra_flags
+
+    flags, overrides = split_hydra_flags([a for a in args if a != CPU_FLAG])
+    return [sys.executable, "-m", "verl_ext.main", *flags, *cpu_overrides(), *overrides]
+
+
 def main() -> None:
     check_verl_version()
     if CPU_FLAG in sys.argv[1:]:
-        from verl_ext.cpu import cpu_env, cpu_overrides
+        from verl_ext.cpu import cpu_env
 
-        args = [a for a in sys.argv[1:] if a != CPU_FLAG]
-        argv = [sys.executable, "-m", "verl_ext.main", *cpu_overrides(), *args]
+        argv = cpu_argv(sys.argv[1:])
         sys.stdout.flush()
         os.execvpe(argv[0], argv, {**os.environ, **cpu_env()})
     _hydra_main()

@@ -16,7 +16,9 @@ from tensordict import TensorDict
 from verl_ext.axes import RolloutView, StepResults
 from verl_ext.trainer import per_sample, records
 from verl_ext.trainer.batching import mini_batch_of_rows, plan_mini_batches, real_rows_per_row
-from verl_ext.trainer.components import axes_seed, build_axes, rollout_budget, task_pool, validate_axes
+from verl_ext.trainer.components import (
+    axes_seed, build_axes, rollout_budget, task_pool, validate_axes, validate_training_data,
+)
 from verl_ext.trainer.metrics import selection_metrics
 
 
@@ -226,3 +228,28 @@ def test_trainer_module_is_imported_in_ray_processes_after_the_cpu_plugin(monkey
     monkeypatch.delenv("VERL_USE_EXTERNAL_MODULES", raising=False)
     export_trainer_module(gpu)
     assert gpu.ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES == "verl_ext.trainer"
+
+
+def test_training_data_is_checked_against_the_selector_before_start(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from data_prep.schema import make_row
+
+    def write(name, **columns):  # pyarrow directly: our own writer refuses NaN pass rates
+        rows = [make_row(data_source="countdown", question=f"q{i}", ability="math", ground_truth="1", index=i,
+                         split="train", **{k: v[i] for k, v in columns.items()}) for i in range(3)]
+        pq.write_table(pa.Table.from_pylist(rows), tmp_path / name)
+        return str(tmp_path / name)
+
+    good = write("good.parquet", weak_pass_rate=[0.1, 0.2, 0.3], strong_pass_rate=[0.5, 0.5, 0.5])
+    bare = write("bare.parquet")
+    nan = write("nan.parquet", weak_pass_rate=[0.1, float("nan"), 0.3], strong_pass_rate=[0.5, 0.5, 0.5])
+    bots = {"name": "bots"}
+    validate_training_data(_config(selector=bots, data={"train_files": [good]}))
+    validate_training_data(_config(selector={**bots, "implicit_weight": 0.0},
+                                   data={"train_files": bare}))
+    with pytest.raises(ValueError, match=rf"{bare}: selector=bots .*extra_info\.weak_pass_rate"):
+        validate_training_data(_config(selector=bots, data={"train_files": [good, bare]}))
+    with pytest.raises(ValueError, match=rf"{nan}: extra_info\.weak_pass_rate .* index 1 \(row 1\)"):
+        validate_training_data(_config(selector=bots, data={"train_files": nan}))

@@ -7,6 +7,7 @@ default ``data.train_batch_size * actor_rollout_ref.rollout.n``; ``seed``: defau
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -52,6 +53,23 @@ def validate_axes(config) -> None:
         raise ValueError(f"data_selection.rollout_budget={budget} for {tasks} tasks per step: {e}") from e
     if int(np.sum(counts)) != budget:
         raise ValueError(f"allocator={config.allocator.name} allocated {int(np.sum(counts))} rollouts, budget {budget}")
+
+
+def validate_training_data(config) -> None:
+    """Build the selector on each local ``data.train_files`` file's ``extra_info`` before any process
+    starts, so missing or bad columns (e.g. BOTS's reference pass rates) fail with the file named."""
+    import pyarrow.parquet as pq
+    from omegaconf import ListConfig
+
+    files = config.data.train_files
+    for path in (list(files) if isinstance(files, (list, tuple, ListConfig)) else [files]):
+        if not (str(path).endswith(".parquet") and os.path.isfile(path)):
+            continue  # remote or non-parquet files are checked when verl loads them
+        try:
+            extra_infos = pq.read_table(path, columns=["extra_info"]).column("extra_info").to_pylist()
+            build_selector(config.selector, task_pool(extra_infos), 0)
+        except (KeyError, ValueError) as e:
+            raise ValueError(f"{path}: {e}") from e
 
 
 def task_pool(extra_infos: Iterable[dict[str, Any]]) -> TaskPool:

@@ -1,0 +1,82 @@
+"""BOTS through the real trainer (``python -m verl_ext.main --cpu selector=bots``): the run's selections
+are exactly what a BOTS selector replayed on the run's own recorded rewards selects, its posterior in
+the checkpoint equals the replay's, and ETR and the selector's metrics are logged every step.
+
+Scenario of ``test_axes_trainer_on_cpu`` (easy tasks always score 1, hard 0, coin alternates) with
+reference pass-rate columns.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.trainer.test_axes_trainer_on_cpu import INDEX, KIND, REWARD, common_overrides, run
+from verl_ext.axes import StepResults, build_selector
+from verl_ext.trainer import records
+from verl_ext.trainer.components import task_pool
+
+WEAK = {"easy": 0.8, "coin": 0.3, "hard": 0.0}
+STRONG = {"easy": 1.0, "coin": 0.7, "hard": 0.1}
+STEPS, TASKS, N, SEED = 3, 3, 4, 7
+SELECTOR = {"name": "bots", "forgetting": 0.1, "implicit_weight": 0.3, "target": 0.5, "posterior_sampling": True,
+            "temperature": 0.0, "momentum": 0.9, "prior_alpha": 1.0, "prior_beta": 1.0,
+            "weak_column": "weak_pass_rate", "strong_column": "strong_pass_rate", "pseudo_rollouts": None,
+            "adaptive_implicit_weight": False, "adaptive_threshold": 0.25}
+
+
+@pytest.fixture(scope="module")
+def bots_run(tmp_path_factory):
+    from data_prep.schema import make_row, write_rows
+
+    root = tmp_path_factory.mktemp("bots")
+    rows = [make_row(data_source="scenario", question=f"Say the number {i}.", ability="test", ground_truth=str(i),
+                     index=index, split="train", kind=kind, weak_pass_rate=WEAK[kind], strong_pass_rate=STRONG[kind])
+            for i, (index, kind) in enumerate(zip(INDEX, KIND))]
+    write_rows(rows, root / "train.parquet")
+    write_rows(rows[:2], root / "test.parquet")
+    (root / "reward.py").write_text(REWARD)
+    data = {"train": str(root / "train.parquet"), "test": str(root / "test.parquet"), "reward": str(root / "reward.py")}
+    run_dir = root / "run"
+    overrides = common_overrides(data, run_dir, STEPS, tasks=TASKS, n=N, mini=TASKS) + [
+        f"+reward.custom_reward_function.reward_kwargs.counter_file={run_dir}/coin_counts.json",
+        "selector=bots", "selector.implicit_weight=0.3", f"data_selection.seed={SEED}",
+        f"trainer.save_freq={STEPS}", "actor_rollout_ref.actor.checkpoint.save_contents=[model,extra]",
+    ]
+    print(f"verl_ext.main selector=bots, {STEPS} steps: {run('verl_ext.main', overrides, root / 'run.log'):.1f} s")
+    return rows, run_dir
+
+
+def test_selections_equal_a_replay_on_the_recorded_rewards(bots_run):
+    rows, run_dir = bots_run
+    dumps = records.read_dumps(run_dir)
+    assert sorted(dumps) == list(range(1, STEPS + 1))
+    replay = build_selector(SELECTOR, task_pool([r["extra_info"] for r in rows]), SEED)
+    for step, dump in dumps.items():
+        assert replay.select(step, TASKS).tolist() == dump["tasks"], step
+        assert dump["counts"] == [N] * TASKS
+        kinds = {t: KIND[INDEX.index(t)] for t in dump["tasks"]}
+        rewards = np.array(dump["rollout_reward"])
+        for t, kind in kinds.items():  # the rewards the selector learned from are the scenario's
+            got = set(rewards[np.array(dump["rollout_task"]) == t].tolist())
+            assert got == {"easy": {1.0}, "hard": {0.0}, "coin": {0.0, 1.0}}[kind]
+        replay.update(step, StepResults.from_rewards(dump["rollout_task"], dump["rollout_reward"]))
+
+    state = records.load_state(run_dir / f"global_step_{STEPS}")["axes"]["selector"]
+    np.testing.assert_allclose(state["alpha"], replay.alpha, rtol=1e-12)
+    np.testing.assert_allclose(state["beta"], replay.beta, rtol=1e-12)
+    assert state["capability"] == pytest.approx(replay.capability)
+    assert state["index"].tolist() == INDEX
+
+
+def test_effective_task_ratio_and_selector_metrics_logged(bots_run):
+    _, run_dir = bots_run
+    metrics, dumps = records.read_metrics(run_dir), records.read_dumps(run_dir)
+    assert sorted(metrics) == list(range(1, STEPS + 1))
+    for step, m in metrics.items():
+        coins = sum(KIND[INDEX.index(t)] == "coin" for t in dumps[step]["tasks"])
+        assert m["data_selection/effective_task_ratio"] == pytest.approx(coins / TASKS)
+        for key in ("capability", "implicit_weight", "implicit_error", "selected_estimate_mean",
+                    "effective_sample_size_mean"):
+            assert np.isfinite(m[f"data_selection/selector/{key}"]), (step, key)
+        assert m["data_selection/selector/implicit_weight"] == 0.3
