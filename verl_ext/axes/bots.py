@@ -99,7 +99,11 @@ def reference_pass_rates(pool: TaskPool, config: BotsSelectorConfig) -> tuple[np
 class BotsSelector(TaskSelector):
     def __init__(self, config: BotsSelectorConfig, pool: TaskPool, seed: int):
         super().__init__(config, pool, seed)
-        self.weak, self.strong = reference_pass_rates(pool, config) if config.uses_reference else (None, None)
+        if config.uses_reference:
+            self.weak, strong = reference_pass_rates(pool, config)
+            self.span = strong - self.weak  # ps - pw
+        else:
+            self.weak = self.span = None
         self.alpha = np.full(len(pool), config.prior_alpha)
         self.beta = np.full(len(pool), config.prior_beta)
         self.capability = float("nan")  # ĉ, unset until the first update
@@ -133,16 +137,18 @@ class BotsSelector(TaskSelector):
         if not 0 < batch_size <= n:
             raise ValueError(f"selector=bots: batch of {batch_size} tasks from a pool of {n}")
         p_hat = self.estimates()
-        utility = -np.abs(p_hat - self.config.target)
+        distance = np.subtract(p_hat, self.config.target)  # -utility: the B smallest |p̂ - p*| win
+        np.abs(distance, out=distance)
         if self.config.temperature > 0:  # Gumbel top-B = B draws without replacement from softmax(u / τ)
-            keys, order = utility / self.config.temperature + self.rng.gumbel(size=n), None
+            distance /= self.config.temperature
+            keys, order = np.subtract(distance, self.rng.gumbel(size=n), out=distance), None
         elif self.config.posterior_sampling:
-            keys, order = utility, None  # continuous draws: ties have probability zero
+            keys, order = distance, None  # continuous draws: ties have probability zero
         else:  # the posterior mean ties (e.g. every task at the prior): break ties uniformly at random
             order = self.rng.permutation(n)
-            keys = utility[order]
-        top = np.argpartition(-keys, batch_size - 1)[:batch_size]
-        top = top[np.argsort(-keys[top], kind="stable")]  # best first
+            keys = distance[order]
+        top = np.argpartition(keys, batch_size - 1)[:batch_size]
+        top = top[np.argsort(keys[top], kind="stable")]  # best first
         positions = top if order is None else order[top]
         self._metrics = {"selected_estimate_mean": float(p_hat[positions].mean()),
                          "selected_posterior_mean": float(np.mean(self.alpha[positions] /
@@ -164,23 +170,26 @@ class BotsSelector(TaskSelector):
 
         lam, rho = cfg.forgetting, self.implicit_weight
         self.alpha *= 1.0 - lam
-        self.alpha += lam * cfg.prior_alpha
         self.beta *= 1.0 - lam
-        self.beta += lam * cfg.prior_beta
         metrics = {"implicit_weight": rho}
         if rho > 0.0:
             p_tilde = self._implicit_estimates(positions, observed)
             gap = float(np.mean(np.abs(p_tilde[positions] - observed)))
             m = float(cfg.pseudo_rollouts) if cfg.pseudo_rollouts is not None else float(n.mean())
-            pseudo_s, pseudo_f = (rho * m) * p_tilde, (rho * m) * (1.0 - p_tilde)
+            pseudo_s = np.multiply(p_tilde, rho * m, out=p_tilde)
+            pseudo_f = np.subtract(rho * m, pseudo_s)
             # selected tasks: p̃ is the observed s/n with m = n, so (1-ρ)s + ρ n (s/n) = s
             pseudo_s[positions], pseudo_f[positions] = successes, n - successes
+            pseudo_s += lam * cfg.prior_alpha
+            pseudo_f += lam * cfg.prior_beta
             self.alpha += pseudo_s
             self.beta += pseudo_f
             metrics.update(capability=self.capability, implicit_error=gap)
             if cfg.adaptive_implicit_weight and gap >= cfg.adaptive_threshold:
                 self.implicit_weight = rho / 2.0
         else:
+            self.alpha += lam * cfg.prior_alpha
+            self.beta += lam * cfg.prior_beta
             self.alpha[positions] += successes
             self.beta[positions] += n - successes
         metrics["effective_sample_size_mean"] = float(np.mean(self.alpha + self.beta))
@@ -188,11 +197,13 @@ class BotsSelector(TaskSelector):
 
     def _implicit_estimates(self, positions: np.ndarray, observed: np.ndarray) -> np.ndarray:
         """``p̃`` of every task from the capability ``ĉ`` updated on the batch (SPEC.md §1, steps 2-3)."""
-        pw, ps = self.weak[positions], self.strong[positions]
-        c = (observed.mean() - pw.mean()) / (ps.mean() - pw.mean() + CAPABILITY_EPS)
+        pw, span = self.weak[positions], self.span[positions]
+        c = (observed.mean() - pw.mean()) / (span.mean() + CAPABILITY_EPS)  # mean(ps) - mean(pw) = mean(span)
         m = self.config.momentum
         self.capability = float(c) if np.isnan(self.capability) else float(m * self.capability + (1.0 - m) * c)
-        return np.clip(self.weak + self.capability * (self.strong - self.weak), 0.0, 1.0)
+        p_tilde = np.multiply(self.span, self.capability)
+        p_tilde += self.weak
+        return np.clip(p_tilde, 0.0, 1.0, out=p_tilde)
 
     # ---------------------------------------------------------------- records and state
     def metrics(self) -> dict[str, float]:
