@@ -1,0 +1,158 @@
+"""Sampling ``n`` completions per chat prompt from one model, offline: vLLM on GPUs, transformers elsewhere.
+
+:func:`generate` is the entry point. A model is a local checkpoint directory, a hub id, or
+``embedded`` / ``embedded:K`` (the project's offline SmolLM2-135M-Instruct, optionally cut to its
+first ``K`` layers; see :mod:`verl_ext.models.embedded`). Prompts go through the tokenizer's chat
+template (with the generation prompt) and are passed as token ids, so nothing is tokenized twice.
+
+Sampling is seeded per request and reproducible:
+
+* ``vllm``: one ``SamplingParams(n, seed)`` for all prompts; vLLM seeds each request's sampler
+  (sample ``j`` of a prompt with ``seed + j``), so results do not depend on batching.
+* ``hf``: sample ``j`` of a prompt draws from its own ``torch.Generator`` seeded with
+  :func:`verl_ext.cpu.hf_rollout.request_seed` (seed, prompt ids, sampling parameters, ``j``) through
+  :class:`~verl_ext.cpu.hf_rollout.SeededSampler`, the sampler of the CPU rollout backend.
+  ``temperature <= 0`` decodes greedily.
+
+The model is loaded when :func:`generate` starts and released (``gc`` plus the CUDA cache) when it
+returns, so two models never share memory.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from tqdm import tqdm
+
+Messages = list[dict]
+BACKENDS = ("auto", "vllm", "hf")
+
+
+@dataclass(frozen=True)
+class Sampling:
+    n: int = 16
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 4096
+    seed: int = 0
+
+
+def resolve_model(spec: str) -> str:
+    """``embedded`` / ``embedded:K`` -> the embedded checkpoint directory; anything else unchanged."""
+    name, _, layers = spec.partition(":")
+    if name != "embedded":
+        return spec
+    from verl_ext.models.embedded import embedded_model_path
+
+    if layers and not layers.isdigit():
+        raise ValueError(f"model {spec!r}: expected embedded or embedded:K with an integer K")
+    return embedded_model_path(int(layers) if layers else None)
+
+
+def pick_backend(backend: str) -> str:
+    """``auto`` -> ``vllm`` when it is installed and a CUDA device is visible, else ``hf``."""
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; choose from {BACKENDS}")
+    if backend != "auto":
+        return backend
+    import torch
+
+    return "vllm" if importlib.util.find_spec("vllm") is not None and torch.cuda.is_available() else "hf"
+
+
+def chat_ids(tokenizer, messages: Messages) -> list[int]:
+    """Token ids of ``messages`` rendered by the tokenizer's chat template, ready for the reply."""
+    return list(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=False))
+
+
+def generate(model: str, prompts: Sequence[Messages], sampling: Sampling, *, backend: str = "auto",
+             batch_size: int = 32) -> list[list[str]]:
+    """``sampling.n`` completion texts for each prompt, in prompt order (``model`` as :func:`resolve_model`)."""
+    path = resolve_model(model)
+    try:
+        if pick_backend(backend) == "vllm":
+            return generate_vllm(path, prompts, sampling)
+        return generate_hf(path, prompts, sampling, batch_size=batch_size)
+    finally:
+        gc.collect()  # the model was local to the backend call: free it before the next one loads
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+
+def generate_vllm(path: str, prompts: Sequence[Messages], sampling: Sampling) -> list[list[str]]:
+    """All prompts in one ``vllm.LLM.generate`` call (vLLM batches and shows progress itself)."""
+    from vllm import LLM, SamplingParams
+
+    llm = LLM(model=path, seed=sampling.seed)
+    tokenizer = llm.get_tokenizer()
+    params = SamplingParams(n=sampling.n, temperature=sampling.temperature, top_p=sampling.top_p,
+                            max_tokens=sampling.max_new_tokens, seed=sampling.seed)
+    outputs = llm.generate([{"prompt_token_ids": chat_ids(tokenizer, p)} for p in prompts], params)
+    return [[c.text for c in out.outputs] for out in outputs]
+
+
+def generate_hf(path: str, prompts: Sequence[Messages], sampling: Sampling, *, batch_size: int = 32) -> list[list[str]]:
+    """Left-padded batches of ``batch_size`` (prompt, sample) pairs with ``transformers``' ``generate``.
+
+    Pairs are sorted by prompt length to limit padding; each row is cut before its first EOS token.
+    Decoding is greedy over :class:`SeededSampler`'s noisy scores, with the checkpoint's own
+    sampling defaults (temperature, top-p, repetition penalty) neutralised, as vLLM ignores them too.
+    Runs on CUDA (bfloat16) when available, else on the CPU (float32).
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, LogitsProcessorList
+
+    from verl_ext.cpu.hf_rollout import SamplingParams, SeededSampler, request_seed
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    module = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16 if device == "cuda" else torch.float32)
+    module.to(device).eval()
+    eos = _eos_ids(module, tokenizer, path)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos[0]
+    params = SamplingParams(temperature=sampling.temperature, top_p=sampling.top_p)
+
+    ids = [chat_ids(tokenizer, p) for p in prompts]
+    jobs = sorted(((i, j) for i in range(len(ids)) for j in range(sampling.n)), key=lambda job: len(ids[job[0]]))
+    texts: list[list[str]] = [[""] * sampling.n for _ in ids]
+    with tqdm(total=len(jobs), desc=f"sampling {Path(path).name}", unit="sample") as bar:
+        for start in range(0, len(jobs), batch_size):
+            batch = jobs[start : start + batch_size]
+            width = max(len(ids[i]) for i, _ in batch)
+            input_ids = torch.full((len(batch), width), pad, dtype=torch.long)
+            mask = torch.zeros_like(input_ids)
+            for row, (i, _) in enumerate(batch):
+                input_ids[row, width - len(ids[i]) :] = torch.tensor(ids[i])
+                mask[row, width - len(ids[i]) :] = 1
+            processors = LogitsProcessorList()
+            if params.do_sample:
+                seeds = [request_seed(sampling.seed, 0, ids[i], params, sampling.max_new_tokens, j) for i, j in batch]
+                processors.append(SeededSampler(seeds, params))
+            with torch.no_grad():
+                out = module.generate(
+                    input_ids=input_ids.to(device), attention_mask=mask.to(device), logits_processor=processors,
+                    max_new_tokens=sampling.max_new_tokens, do_sample=False, temperature=1.0, top_p=1.0,
+                    repetition_penalty=1.0, num_beams=1, eos_token_id=eos, pad_token_id=pad,
+                )
+            for row, (i, j) in enumerate(batch):
+                tokens = out[row, width:].tolist()
+                ends = [t for t, tok in enumerate(tokens) if tok in eos]
+                texts[i][j] = tokenizer.decode(tokens[: ends[0] if ends else None], skip_special_tokens=True)
+            bar.update(len(batch))
+    return texts
+
+
+def _eos_ids(module, tokenizer, path: str) -> list[int]:
+    """EOS ids of the generation config and the tokenizer (either may be an int, a list or missing)."""
+    found: set[int] = set()
+    for value in (getattr(module.generation_config, "eos_token_id", None), tokenizer.eos_token_id):
+        found.update(value if isinstance(value, list) else [] if value is None else [value])
+    if not found:
+        raise ValueError(f"{path}: no EOS token id in the generation config or the tokenizer")
+    return sorted(found)
