@@ -135,14 +135,15 @@ def test_selection_metrics():
     reward = np.array([1.0, 0.0, 1.0, 0.1, 0.0, 0.0, 1.0, 1.0])
     results = StepResults.from_rewards(task, reward)
     view = RolloutView(task, np.array([0, 0, 0, 0, 1, 1, 2, 2]), reward, np.zeros(8), np.full(8, 5))
-    m = selection_metrics(results, view, np.array([4, 2, 2]), np.arange(4), {"capability": np.float64(0.25)})
+    m = selection_metrics(results, view, np.array([4, 2, 2]), np.arange(4),
+                          {"selector": {"capability": np.float64(0.25)}, "allocator": {"alpha": 9}})
     assert m["data_selection/effective_task_ratio"] == pytest.approx(1 / 3)
     assert m["data_selection/degenerate_group_rate"] == pytest.approx(2 / 3)
     assert m["data_selection/selected_pass_rate_mean"] == pytest.approx((0.5 + 0 + 1) / 3)
     assert (m["data_selection/rollouts_per_task/min"], m["data_selection/rollouts_per_task/max"]) == (2, 4)
     assert m["data_selection/rollouts_per_task/std"] == pytest.approx(np.std([4, 2, 2]))
     assert m["data_selection/filter_kept_fraction"] == 0.5
-    assert m["data_selection/selector/capability"] == 0.25
+    assert m["data_selection/selector/capability"] == 0.25 and m["data_selection/allocator/alpha"] == 9.0
     assert all(isinstance(v, float) for v in m.values())
 
 

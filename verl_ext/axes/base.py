@@ -55,6 +55,10 @@ class BudgetAllocator(Stateful):
     def update(self, step: int, results: StepResults) -> None:
         """Learn from the scored rollouts of ``step``."""
 
+    def metrics(self) -> dict[str, float]:
+        """Scalars about the last ``allocate`` / ``update``, logged as ``data_selection/allocator/<key>``."""
+        return {}
+
 
 class RolloutFilter(Stateful):
     def __init__(self, config, seed: int):

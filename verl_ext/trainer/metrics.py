@@ -10,10 +10,10 @@ PREFIX = "data_selection/"
 
 
 def selection_metrics(results: StepResults, view: RolloutView, counts: np.ndarray, kept: np.ndarray,
-                      selector_metrics: dict[str, float]) -> dict[str, float]:
+                      components: dict[str, dict[str, float]]) -> dict[str, float]:
     """``results``/``view``: this step's scored rollouts; ``counts``: rollouts allocated per selected
-    task; ``kept``: positions the rollout filter passed to the actor update; ``selector_metrics``: the
-    selector's own scalars (``TaskSelector.metrics``)."""
+    task; ``kept``: positions the rollout filter passed to the actor update; ``components``: each
+    axis's own scalars by axis name (``TaskSelector.metrics``, ``BudgetAllocator.metrics``)."""
     stats = results.per_task()
     pass_rate = stats.pass_rate
     groups, inverse = np.unique(view.group, return_inverse=True)
@@ -31,5 +31,5 @@ def selection_metrics(results: StepResults, view: RolloutView, counts: np.ndarra
         PREFIX + "rollouts_per_task/max": float(counts.max()),
         PREFIX + "rollouts_per_task/std": float(counts.std()),
         PREFIX + "filter_kept_fraction": len(kept) / len(view),
-        **{f"{PREFIX}selector/{k}": float(v) for k, v in selector_metrics.items()},
+        **{f"{PREFIX}{axis}/{k}": float(v) for axis, scalars in components.items() for k, v in scalars.items()},
     }

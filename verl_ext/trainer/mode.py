@@ -199,7 +199,8 @@ class DataSelectionTrainer(PPOTrainerSync):
         if len(kept) == 0 or len(np.unique(kept)) != len(kept) or kept.min() < 0 or kept.max() >= len(step.keys):
             raise RuntimeError(f"rollout filter returned positions {kept.tolist()} for {len(step.keys)} rollouts")
         step.kept = np.sort(kept)
-        metrics.update(selection_metrics(results, step.view, step.counts, step.kept, self.axes.selector.metrics()))
+        metrics.update(selection_metrics(results, step.view, step.counts, step.kept, {
+            "selector": self.axes.selector.metrics(), "allocator": self.axes.allocator.metrics()}))
         return batch
 
     # ------------------------------------------------------------------ updates
