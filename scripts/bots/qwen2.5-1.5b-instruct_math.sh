@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# BOTS, qwen2.5-1.5b-instruct_math (recipes/bots/qwen2.5-1.5b-instruct_math.yaml). Environment: scripts/bots/common.sh.
+#   scripts/bots/qwen2.5-1.5b-instruct_math.sh [selector=random|offline|bots_mopps|bots_dots] [Hydra overrides...]
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+bots_train qwen2.5-1.5b-instruct_math "$@"

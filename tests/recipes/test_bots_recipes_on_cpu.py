@@ -1,0 +1,191 @@
+"""BOTS recipes (recipes/bots) and launchers (scripts/bots): the paper's hyperparameters (Table 6,
+SPEC.md §1) land where verl reads them, every baseline composes and passes the axes' and verl's checks,
+and the launchers build the right command (DRY_RUN=1). No training here (see tests/trainer)."""
+
+import functools
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from verl_ext.cpu import project_root
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")
+
+ROOT = Path(project_root())
+RECIPES, SCRIPTS = ROOT / "recipes", ROOT / "scripts"
+SETTINGS = {  # name: (prompts per step, mini-batch, FSDP CPU offload, steps, validation sets)
+    "qwen2.5-1.5b-instruct_math": (256, 32, False, 100, ["math500/test", "aime24/test"]),
+    "qwen2.5-1.5b-instruct_code": (256, 32, False, 70, ["humaneval/train", "humaneval/test", "mbpp/test",
+                                                         "livecodebench/test"]),
+    "qwen2.5-1.5b-instruct_logic": (256, 32, False, 100, ["ordering_puzzles/test", "arc_agi/test"]),
+    "qwen2.5-7b_math": (512, 64, True, 100, ["math500/test", "aime24/test"]),
+    "qwen2.5-7b_code": (512, 64, True, 70, ["humaneval/train", "humaneval/test", "mbpp/test", "livecodebench/test"]),
+    "qwen2.5-7b_logic": (512, 64, True, 100, ["ordering_puzzles/test", "arc_agi/test"]),
+}
+BASELINES = {  # selector= preset: (selector name, rho, lambda, posterior sampling)
+    "random": ("uniform", None, None, None),
+    "offline": ("sequential", None, None, None),
+    "bots_mopps": ("bots", 0.0, 0.0, True),
+    "bots_dots": ("bots", 1.0, 0.1, False),
+    "bots": ("bots", 0.1, 0.1, True),
+}
+
+
+def _compose(setting: str, *overrides: str):
+    """What ``python -m verl_ext.main --config-dir recipes +bots=SETTING OVERRIDES`` composes."""
+    search = f"hydra.searchpath=[pkg://verl.trainer.config,file://{RECIPES}]"
+    with initialize_config_dir(config_dir=str(ROOT / "verl_ext" / "config"), version_base=None):
+        return compose("verl_ext_trainer", overrides=[search, f"+bots={setting}", *overrides])
+
+
+def _check(cfg) -> None:
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    from verl_ext.trainer.components import validate_axes
+
+    validate_axes(cfg)
+    validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+
+
+@pytest.mark.parametrize("setting", sorted(SETTINGS))
+def test_setting_has_the_paper_hyperparameters(setting):
+    batch, mini, offload, steps, val = SETTINGS[setting]
+    cfg = _compose(setting, "recipe.data_dir=/data")
+    actor, rollout, model = cfg.actor_rollout_ref.actor, cfg.actor_rollout_ref.rollout, cfg.actor_rollout_ref.model
+    assert model.path == ("Qwen/Qwen2.5-1.5B-Instruct" if "1.5b" in setting else "Qwen/Qwen2.5-7B")
+    assert cfg.algorithm.adv_estimator == "grpo" and not cfg.algorithm.use_kl_in_reward and not actor.use_kl_loss
+    assert (actor.optim.optimizer, actor.optim.lr, actor.optim.weight_decay) == ("AdamW", 1e-6, 0.1)
+    assert (actor.optim.lr_warmup_steps, actor.optim.lr_scheduler_type, actor.optim.clip_grad) == (10, "constant", 1.0)
+    assert actor.clip_ratio_low == actor.clip_ratio_high == 0.2 and actor.entropy_coeff == 0
+    assert (rollout.name, rollout.n, rollout.temperature) == ("vllm", 16, 1.0)
+    assert (cfg.data.max_prompt_length, cfg.data.max_response_length) == (4096, 8192)
+    assert (cfg.data.train_batch_size, actor.ppo_mini_batch_size) == (batch, mini)
+    assert actor.fsdp_config.param_offload is offload and actor.fsdp_config.optimizer_offload is offload
+    assert cfg.trainer.total_training_steps == steps and cfg.trainer.v1.trainer_mode == "verl_ext"
+    assert cfg.trainer.val_before_train and cfg.trainer.test_freq == 10 and cfg.trainer.save_freq == 10
+    domain = setting.rsplit("_", 1)[1]
+    assert cfg.data.train_files == f"/data/guru_{domain}/train.parquet"
+    assert list(cfg.data.val_files) == [f"/data/{v}.parquet" for v in val]
+    assert cfg.reward.custom_reward_function.path == "pkg://verl_ext.rewards"
+    assert cfg.selector.name == "bots" and cfg.data_selection.rollout_budget is None
+    _check(cfg)
+
+
+@functools.cache
+def _default_without_selector() -> dict:
+    return {k: v for k, v in _compose("qwen2.5-1.5b-instruct_math").items() if k != "selector"}
+
+
+@pytest.mark.parametrize("baseline", sorted(BASELINES))
+def test_baselines_differ_only_in_the_selector(baseline):
+    name, rho, lam, sampling = BASELINES[baseline]
+    cfg = _compose("qwen2.5-1.5b-instruct_math", f"selector={baseline}")
+    assert cfg.selector.name == name
+    if name == "bots":
+        sel = cfg.selector
+        assert (sel.implicit_weight, sel.forgetting, sel.posterior_sampling) == (rho, lam, sampling)
+        assert (sel.target, sel.momentum, sel.temperature, sel.prior_alpha, sel.prior_beta) == (0.5, 0.9, 0.0, 1, 1)
+    if baseline == "offline":
+        assert list(cfg.selector.sort_by) == ["weak_pass_rate", "strong_pass_rate"] and cfg.selector.descending
+    assert {k: v for k, v in cfg.items() if k != "selector"} == _default_without_selector()
+    _check(cfg)
+
+
+def test_sweeps_compose():
+    cfg = _compose("qwen2.5-7b_code", "selector.implicit_weight=0.5", "selector.forgetting=0.2")
+    assert (cfg.selector.implicit_weight, cfg.selector.forgetting) == (0.5, 0.2)
+    _check(cfg)
+
+
+def test_cpu_preset_composes_through_the_cli():
+    """The real entry point, ``--cpu`` re-exec included: leading Hydra flags must survive it."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "verl_ext.main", "--cpu", "--config-dir", str(RECIPES), "+bots=cpu_embedded",
+         "actor_rollout_ref.model.path=/m", "data.train_batch_size=2", "--cfg", "job", "--resolve"],
+        capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    import yaml
+
+    cfg = yaml.safe_load(proc.stdout)
+    rollout = cfg["actor_rollout_ref"]["rollout"]
+    assert (rollout["name"], rollout["n"], cfg["trainer"]["device"]) == ("hf", 4, "cpu")  # CPU preset over recipe
+    assert cfg["data"]["train_batch_size"] == 2  # user override over both
+    assert cfg["selector"]["name"] == "bots" and cfg["actor_rollout_ref"]["actor"]["optim"]["lr"] == 1e-6
+    assert cfg["data"]["train_files"] == "data/bots_cpu/arithmetic/train_ref.parquet"
+
+
+def test_cpu_argv_puts_hydra_flags_first():
+    from verl_ext.main import cpu_argv
+
+    argv = cpu_argv(["--cpu", "--config-dir", "r", "+bots=x", "a=1"])
+    assert argv[3:5] == ["--config-dir", "r"] and argv[-2:] == ["+bots=x", "a=1"]
+    assert "trainer.device=cpu" in argv[5:-2]
+
+
+def _launch(script: str, *args: str, **env: str) -> subprocess.CompletedProcess:
+    environ = {k: v for k, v in os.environ.items() if k not in ("NNODES", "RAY_ADDRESS", "MODEL_PATH", "SWEEP")}
+    return subprocess.run(["bash", str(SCRIPTS / "bots" / script), *args], capture_output=True, text=True,
+                          timeout=60, env={**environ, "DRY_RUN": "1", **env}, cwd=ROOT)
+
+
+@pytest.mark.parametrize("setting", sorted(SETTINGS))
+def test_launcher_dry_run(setting):
+    proc = _launch(f"{setting}.sh", "selector=random", "trainer.test_freq=5", DATA_DIR="/d", OUT_DIR="/o")
+    assert proc.returncode == 0, proc.stderr
+    words = proc.stdout.split()
+    assert words[1:3] == ["-m", "verl_ext.main"] and "--cpu" not in words
+    assert words[3:6] == ["--config-dir", str(RECIPES), f"+bots={setting}"]
+    assert words[-2:] == ["selector=random", "trainer.test_freq=5"]  # the user's overrides, last
+    for expected in ("recipe.data_dir=/d", f"trainer.default_local_dir=/o/{setting}-random",
+                     "trainer.nnodes=1", "trainer.n_gpus_per_node=8"):
+        assert expected in words
+
+
+def test_launcher_multi_node_needs_a_cluster():
+    proc = _launch("qwen2.5-7b_math.sh", NNODES="2")
+    assert proc.returncode == 2 and "RAY_ADDRESS" in proc.stderr
+    proc = _launch("qwen2.5-7b_math.sh", NNODES="2", RAY_ADDRESS="auto", GPUS_PER_NODE="4", MODEL_PATH="/m/7b")
+    assert proc.returncode == 0, proc.stderr
+    for expected in ("trainer.nnodes=2", "trainer.n_gpus_per_node=4", "actor_rollout_ref.model.path=/m/7b"):
+        assert expected in proc.stdout.split()
+
+
+def test_grid_dry_run():
+    runs = [line.split() for line in _launch("grid.sh", "qwen2.5-1.5b-instruct_logic", "x=1").stdout.splitlines()]
+    assert [w for r in runs for w in r if w.startswith("selector=")] == [f"selector={b}" for b in
+                                                                         ("random", "offline", "bots_mopps", "bots_dots", "bots")]
+    assert all(r[-1] == "x=1" and "+bots=qwen2.5-1.5b-instruct_logic" in r for r in runs)
+    names = {w for r in runs for w in r if w.startswith("trainer.experiment_name=")}
+    assert len(names) == 5
+    rho = _launch("grid.sh", "qwen2.5-7b_math", SWEEP="rho").stdout
+    assert [w for w in rho.split() if w.startswith("selector.implicit_weight=")] == [
+        f"selector.implicit_weight={v}" for v in ("0", "0.05", "0.2", "0.5", "1.0")]
+    assert _launch("grid.sh", "qwen2.5-7b_math", SWEEP="nope").returncode == 2
+    assert _launch("grid.sh", "no_such_setting").returncode == 2
+
+
+def test_cpu_launcher_dry_run():
+    proc = _launch("cpu_embedded.sh", "trainer.total_training_steps=2", DATA_DIR="/d", FORCE="1")
+    assert proc.returncode == 0, proc.stderr
+    prep, ref, train = proc.stdout.splitlines()
+    assert "-m data_prep arithmetic --out /d" in prep
+    assert "--weak-model embedded:2 --strong-model embedded" in ref
+    words = train.split()
+    assert words[3:7] == ["--cpu", "--config-dir", str(RECIPES), "+bots=cpu_embedded"]
+    assert words[-1] == "trainer.total_training_steps=2" and "trainer.nnodes=1" not in words
+    assert any(w.startswith("actor_rollout_ref.model.path=") and "SmolLM2-135M-Instruct" in w for w in words)
+
+
+def test_scripts_parse():
+    scripts = sorted(SCRIPTS.glob("bots/*.sh")) + [SCRIPTS / "ray_cluster.sh"]
+    assert len(scripts) == 11
+    for script in scripts:
+        proc = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+        assert proc.returncode == 0, f"{script}: {proc.stderr}"
+        if script.name != "common.sh":
+            assert os.access(script, os.X_OK) and "set -euo pipefail" in script.read_text(), script
