@@ -143,6 +143,9 @@ def test_selection_metrics():
     assert (m["data_selection/rollouts_per_task/min"], m["data_selection/rollouts_per_task/max"]) == (2, 4)
     assert m["data_selection/rollouts_per_task/std"] == pytest.approx(np.std([4, 2, 2]))
     assert m["data_selection/filter_kept_fraction"] == 0.5
+    hist = {k.rsplit("/", 1)[1]: v for k, v in m.items() if "/hist/" in k}
+    assert list(hist) == ["1", "2-3", "4-7", "8-15", "16-31", "32-63", "64-127", "128+"]
+    assert hist["2-3"] == pytest.approx(2 / 3) and hist["4-7"] == pytest.approx(1 / 3) and sum(hist.values()) == 1
     assert m["data_selection/selector/capability"] == 0.25 and m["data_selection/allocator/alpha"] == 9.0
     assert all(isinstance(v, float) for v in m.values())
 

@@ -7,6 +7,19 @@ import numpy as np
 from verl_ext.axes import RolloutView, StepResults
 
 PREFIX = "data_selection/"
+# Rollouts-per-task histogram bins (power-of-two ranges; the last is open): 1, 2-3, 4-7, ..., 128+
+COUNT_BINS = (1, 2, 4, 8, 16, 32, 64, 128)
+
+
+def count_histogram(counts: np.ndarray) -> dict[str, float]:
+    """Fraction of the step's tasks per rollout-count bin, as ``rollouts_per_task/hist/<lo>-<hi>``."""
+    counts = np.asarray(counts)
+    edges = list(COUNT_BINS) + [np.inf]
+    out = {}
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        name = f"{lo}+" if hi == np.inf else (str(lo) if hi == lo + 1 else f"{lo}-{int(hi) - 1}")
+        out[f"{PREFIX}rollouts_per_task/hist/{name}"] = float(np.mean((counts >= lo) & (counts < hi)))
+    return out
 
 
 def selection_metrics(results: StepResults, view: RolloutView, counts: np.ndarray, kept: np.ndarray,
@@ -30,6 +43,7 @@ def selection_metrics(results: StepResults, view: RolloutView, counts: np.ndarra
         PREFIX + "rollouts_per_task/mean": float(counts.mean()),
         PREFIX + "rollouts_per_task/max": float(counts.max()),
         PREFIX + "rollouts_per_task/std": float(counts.std()),
+        **count_histogram(counts),
         PREFIX + "filter_kept_fraction": len(kept) / len(view),
         **{f"{PREFIX}{axis}/{k}": float(v) for axis, scalars in components.items() for k, v in scalars.items()},
     }
