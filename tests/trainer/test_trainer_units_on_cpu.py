@@ -178,6 +178,7 @@ def test_validate_axes_accepts_the_defaults_and_feasible_budgets():
     ({"data_selection": {"rollout_budget": 18}}, "not a multiple of 4 tasks"),
     ({"allocator": {"name": "variance", "max_n": 4}, "data_selection": {"rollout_budget": 20}}, "outside"),
     ({"data": {"shuffle": False}}, "use selector=sequential"),
+    ({"data_selection": {"rollout_budget": 16.5}}, "must be an integer number of rollouts"),
 ])
 def test_validate_axes_rejects_bad_configs(over, message):
     with pytest.raises(ValueError, match=message):

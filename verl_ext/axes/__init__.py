@@ -15,7 +15,9 @@ from typing import Any
 from verl_ext.axes.allocators import FixedAllocator, FixedAllocatorConfig, VarianceAllocator, VarianceAllocatorConfig
 from verl_ext.axes.base import BudgetAllocator, RolloutFilter, TaskSelector
 from verl_ext.axes.bots import BotsSelector, BotsSelectorConfig
+from verl_ext.axes.coba import CobaAllocator, CobaAllocatorConfig, CobaOfficialAllocator, CobaOfficialAllocatorConfig
 from verl_ext.axes.filters import DegenerateGroupFilter, DegenerateGroupFilterConfig, KeepAllFilter, KeepAllFilterConfig
+from verl_ext.axes.knapsack import KnapsackAllocator, KnapsackAllocatorConfig
 from verl_ext.axes.selectors import SequentialSelector, SequentialSelectorConfig, UniformSelector, UniformSelectorConfig
 from verl_ext.axes.types import RolloutView, StepResults, TaskPool, TaskStats
 
@@ -34,6 +36,9 @@ register("selector", SequentialSelectorConfig, SequentialSelector)
 register("selector", BotsSelectorConfig, BotsSelector)
 register("allocator", FixedAllocatorConfig, FixedAllocator)
 register("allocator", VarianceAllocatorConfig, VarianceAllocator)
+register("allocator", CobaAllocatorConfig, CobaAllocator)
+register("allocator", CobaOfficialAllocatorConfig, CobaOfficialAllocator)
+register("allocator", KnapsackAllocatorConfig, KnapsackAllocator)
 register("rollout_filter", KeepAllFilterConfig, KeepAllFilter)
 register("rollout_filter", DegenerateGroupFilterConfig, DegenerateGroupFilter)
 

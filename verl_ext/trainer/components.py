@@ -25,6 +25,8 @@ def rollout_budget(config) -> int:
     budget = config.data_selection.get("rollout_budget")
     if budget is None:
         return int(config.data.train_batch_size) * int(config.actor_rollout_ref.rollout.n)
+    if isinstance(budget, bool) or int(budget) != budget:
+        raise ValueError(f"data_selection.rollout_budget={budget!r} must be an integer number of rollouts")
     return int(budget)
 
 
