@@ -1,6 +1,9 @@
-"""BOTS through the real trainer (``python -m verl_ext.main --cpu selector=bots``): the run's selections
-are exactly what a BOTS selector replayed on the run's own recorded rewards selects, its posterior in
-the checkpoint equals the replay's, and ETR and the selector's metrics are logged every step.
+"""BOTS task selection and CoBA budget allocation in one run through the real trainer
+(``python -m verl_ext.main --cpu selector=bots allocator=coba``): the run's selections are exactly what
+a BOTS selector replayed on the run's own recorded rewards selects, its rollout counts exactly what a
+CoBA allocator replayed on the same rewards allocates (unequal once tasks have history), both
+components' state in the checkpoint equals the replay's, and ETR, the count histogram and both
+components' metrics (capability, α/β of CoBA, ...) are logged every step.
 
 Scenario of ``test_axes_trainer_on_cpu`` (easy tasks always score 1, hard 0, coin alternates) with
 reference pass-rate columns.
@@ -12,13 +15,15 @@ import numpy as np
 import pytest
 
 from tests.trainer.test_axes_trainer_on_cpu import INDEX, KIND, REWARD, common_overrides, run
-from verl_ext.axes import StepResults, build_selector
+from verl_ext.axes import StepResults, build_allocator, build_selector
 from verl_ext.trainer import records
 from verl_ext.trainer.components import task_pool
 
 WEAK = {"easy": 0.8, "coin": 0.3, "hard": 0.0}
 STRONG = {"easy": 1.0, "coin": 0.7, "hard": 0.1}
-STEPS, TASKS, N, SEED = 3, 3, 4, 7
+STEPS, TASKS, N, SEED = 4, 3, 4, 7
+BUDGET = TASKS * N
+ALLOCATOR = {"name": "coba", "min_n": 2, "max_n": 8}
 SELECTOR = {"name": "bots", "forgetting": 0.1, "implicit_weight": 0.3, "target": 0.5, "posterior_sampling": True,
             "temperature": 0.0, "momentum": 0.9, "prior_alpha": 1.0, "prior_beta": 1.0,
             "weak_column": "weak_pass_rate", "strong_column": "strong_pass_rate", "pseudo_rollouts": None,
@@ -41,35 +46,46 @@ def bots_run(tmp_path_factory):
     overrides = common_overrides(data, run_dir, STEPS, tasks=TASKS, n=N, mini=TASKS) + [
         f"+reward.custom_reward_function.reward_kwargs.counter_file={run_dir}/coin_counts.json",
         "selector=bots", "selector.implicit_weight=0.3", f"data_selection.seed={SEED}",
+        "allocator=coba", "allocator.min_n=2", "allocator.max_n=8",
         f"trainer.save_freq={STEPS}", "actor_rollout_ref.actor.checkpoint.save_contents=[model,extra]",
     ]
-    print(f"verl_ext.main selector=bots, {STEPS} steps: {run('verl_ext.main', overrides, root / 'run.log'):.1f} s")
+    print(f"verl_ext.main selector=bots allocator=coba, {STEPS} steps: {run('verl_ext.main', overrides, root / 'run.log'):.1f} s")
     return rows, run_dir
 
 
-def test_selections_equal_a_replay_on_the_recorded_rewards(bots_run):
+def test_selections_and_counts_equal_a_replay_on_the_recorded_rewards(bots_run):
     rows, run_dir = bots_run
     dumps = records.read_dumps(run_dir)
     assert sorted(dumps) == list(range(1, STEPS + 1))
     replay = build_selector(SELECTOR, task_pool([r["extra_info"] for r in rows]), SEED)
+    allocator = build_allocator(ALLOCATOR, SEED)
     for step, dump in dumps.items():
         assert replay.select(step, TASKS).tolist() == dump["tasks"], step
-        assert dump["counts"] == [N] * TASKS
+        assert allocator.allocate(step, np.array(dump["tasks"]), BUDGET).tolist() == dump["counts"], step
+        task_of_rollout = np.array(dump["rollout_task"])
+        assert [int((task_of_rollout == t).sum()) for t in dump["tasks"]] == dump["counts"]  # generated as allocated
         kinds = {t: KIND[INDEX.index(t)] for t in dump["tasks"]}
         rewards = np.array(dump["rollout_reward"])
         for t, kind in kinds.items():  # the rewards the selector learned from are the scenario's
             got = set(rewards[np.array(dump["rollout_task"]) == t].tolist())
             assert got == {"easy": {1.0}, "hard": {0.0}, "coin": {0.0, 1.0}}[kind]
-        replay.update(step, StepResults.from_rewards(dump["rollout_task"], dump["rollout_reward"]))
+        results = StepResults.from_rewards(dump["rollout_task"], dump["rollout_reward"])
+        replay.update(step, results)
+        allocator.update(step, results)
+    assert dumps[1]["counts"] == [N] * TASKS  # nothing seen yet: uniform
+    assert any(len(set(d["counts"])) > 1 for d in dumps.values())  # history -> unequal budgets
 
     state = records.load_state(run_dir / f"global_step_{STEPS}")["axes"]["selector"]
     np.testing.assert_allclose(state["alpha"], replay.alpha, rtol=1e-12)
     np.testing.assert_allclose(state["beta"], replay.beta, rtol=1e-12)
     assert state["capability"] == pytest.approx(replay.capability)
     assert state["index"].tolist() == INDEX
+    saved = records.load_state(run_dir / f"global_step_{STEPS}")["axes"]["allocator"]
+    assert (saved["alpha"], saved["beta"]) == pytest.approx((allocator.alpha, allocator.beta))
+    np.testing.assert_array_equal(saved["history"]["rollouts"], allocator.history.rollouts)
 
 
-def test_effective_task_ratio_and_selector_metrics_logged(bots_run):
+def test_effective_task_ratio_counts_and_component_metrics_logged(bots_run):
     _, run_dir = bots_run
     metrics, dumps = records.read_metrics(run_dir), records.read_dumps(run_dir)
     assert sorted(metrics) == list(range(1, STEPS + 1))
@@ -80,3 +96,9 @@ def test_effective_task_ratio_and_selector_metrics_logged(bots_run):
                     "effective_sample_size_mean"):
             assert np.isfinite(m[f"data_selection/selector/{key}"]), (step, key)
         assert m["data_selection/selector/implicit_weight"] == 0.3
+        counts = np.array(dumps[step]["counts"])
+        assert m["data_selection/rollouts_per_task/max"] == counts.max()
+        assert m["data_selection/rollouts_per_task/hist/4-7"] == pytest.approx(np.mean((counts >= 4) & (counts < 8)))
+        for key in ("alpha", "beta", "tau", "failure_rate"):
+            assert np.isfinite(m[f"data_selection/allocator/{key}"]), (step, key)
+        assert m["data_selection/allocator/alpha"] + m["data_selection/allocator/beta"] == pytest.approx(11.0)
