@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# CoBA-RL, qwen3-4b-base (recipes/coba/qwen3-4b-base.yaml). Environment: scripts/coba/common.sh.
+#   scripts/coba/qwen3-4b-base.sh [allocator=grpo|knapsack|static_exploit|...] [Hydra overrides...]
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+coba_train qwen3-4b-base "$@"

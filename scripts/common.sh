@@ -1,0 +1,78 @@
+# Sourced by the recipe launchers (scripts/<group>/common.sh): `recipe_train GROUP SETTING [Hydra overrides...]` runs
+#   python -m verl_ext.main --config-dir recipes +GROUP=SETTING <paths, cluster size> "$@"
+# Every hyperparameter lives in recipes/GROUP/SETTING.yaml; the environment gives only paths and hardware:
+#   PYTHON           interpreter                               (default: .venv/bin/python, else python3)
+#   DATA_DIR         scripts/GROUP/prepare_data.sh output      (default: data/GROUP)
+#   OUT_DIR          checkpoints + metrics, one folder per run (default: outputs/GROUP)
+#   MODEL_PATH       local copy of the model                   (default: the recipe's hub id)
+#   EXPERIMENT_NAME  run name and folder                       (default: the group's, else SETTING)
+#   NNODES           nodes; > 1 joins the Ray cluster at RAY_ADDRESS (default: 1; scripts/ray_cluster.sh)
+#   GPUS_PER_NODE    (default: 8)
+#   CPU=1            CPU mode (python -m verl_ext.main --cpu); NNODES / GPUS_PER_NODE are then not passed
+#   DRY_RUN=1        print the command instead of running it
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+if [[ -z "${PYTHON:-}" ]]; then
+  if [[ -x "$ROOT/.venv/bin/python" ]]; then PYTHON="$ROOT/.venv/bin/python"; else PYTHON=python3; fi
+fi
+
+abspath() { [[ "$1" == /* ]] && echo "$1" || echo "$PWD/$1"; }
+
+execute() {  # run the command, or print it (shell-quoted) with DRY_RUN=1
+  if [[ "${DRY_RUN:-0}" == 1 ]]; then printf '%q ' "$@"; echo; else "$@"; fi
+}
+
+# The value the overrides give KEY (the last KEY=X wins, as in Hydra), else DEFAULT; e.g. the selector chosen.
+override_value() {  # override_value KEY DEFAULT OVERRIDES...
+  local key="$1" value="$2" arg
+  shift 2
+  for arg in "$@"; do [[ "$arg" == "$key="* ]] && value="${arg#"$key="}"; done
+  echo "$value"
+}
+
+# Where python -m verl_ext.models.embedded puts the embedded policy; with DRY_RUN=1 without converting it.
+embedded_model_path() {  # embedded_model_path [NUM_LAYERS]
+  if [[ "${DRY_RUN:-0}" == 1 ]]; then
+    "$PYTHON" -c 'import sys; from verl_ext.models.embedded import cache_root, model_name
+print(cache_root() / "models" / model_name(int(sys.argv[1]) if sys.argv[1] else None))' "${1:-}"
+  else
+    "$PYTHON" -m verl_ext.models.embedded ${1:+--num-layers "$1"}
+  fi
+}
+
+# One data_prep dataset into DIR/NAME/SPLIT.parquet, kept if present (FORCE=1 rebuilds); the source is
+# the Hugging Face hub, or a local copy in the source's own format given as <NAME>_INPUT.
+prepare_dataset() {  # prepare_dataset DIR NAME SPLIT
+  local dir="$1" name="$2" split="$3" input_var
+  input_var="$(tr 'a-z' 'A-Z' <<<"$name")_INPUT"
+  if [[ -f "$dir/$name/$split.parquet" && "${FORCE:-0}" != 1 ]]; then
+    echo "exists: $dir/$name/$split.parquet"
+    return 0
+  fi
+  local cmd=("$PYTHON" -m data_prep "$name" --out "$dir")
+  [[ -n "${!input_var:-}" ]] && cmd+=(--input "${!input_var}")
+  execute "${cmd[@]}"
+}
+
+recipe_train() {
+  local group="$1" setting="$2"; shift 2
+  local data_dir out_dir name
+  data_dir="$(abspath "${DATA_DIR:-$ROOT/data/$group}")"
+  out_dir="$(abspath "${OUT_DIR:-$ROOT/outputs/$group}")"
+  name="${EXPERIMENT_NAME:-$setting}"
+  local cmd=("$PYTHON" -m verl_ext.main)
+  [[ "${CPU:-0}" == 1 ]] && cmd+=(--cpu)
+  cmd+=(--config-dir "$ROOT/recipes" "+$group=$setting" "recipe.data_dir=$data_dir"
+        "trainer.experiment_name=$name" "trainer.default_local_dir=$out_dir/$name")
+  [[ -n "${MODEL_PATH:-}" ]] && cmd+=("actor_rollout_ref.model.path=$MODEL_PATH")
+  if [[ "${CPU:-0}" != 1 ]]; then
+    local nnodes="${NNODES:-1}"
+    cmd+=("trainer.nnodes=$nnodes" "trainer.n_gpus_per_node=${GPUS_PER_NODE:-8}")
+    if (( nnodes > 1 )); then
+      [[ -n "${RAY_ADDRESS:-}" ]] || { echo "NNODES=$nnodes needs RAY_ADDRESS (a running cluster: scripts/ray_cluster.sh)" >&2; return 2; }
+      export RAY_ADDRESS  # ray.init() in verl joins it
+    fi
+  fi
+  execute "${cmd[@]}" "$@"
+}

@@ -1,0 +1,221 @@
+"""CoBA-RL recipes (recipes/coba) and launchers (scripts/coba): the paper's settings (shared/papers/002
+§3.1, App. C, Table 5; SPEC.md §3) land where verl reads them, every baseline and sweep point composes
+and passes the axes' and verl's checks, and the launchers build the right commands (DRY_RUN=1).
+No training here (scripts/coba/cpu_embedded.sh runs the CPU preset)."""
+
+import functools
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from verl_ext.cpu import project_root
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")
+
+ROOT = Path(project_root())
+RECIPES, SCRIPTS = ROOT / "recipes", ROOT / "scripts"
+SETTINGS = {  # name: (hub id, prompts per step M, mini-batch, steps)
+    "qwen2.5-7b-instruct": ("Qwen/Qwen2.5-7B-Instruct", 256, 128, 1000),
+    "qwen2.5-7b-base": ("Qwen/Qwen2.5-7B", 256, 128, 1000),
+    "qwen3-4b-base": ("Qwen/Qwen3-4B-Base", 512, 256, 500),
+    "qwen3-1.7b-base": ("Qwen/Qwen3-1.7B-Base", 512, 256, 500),
+}
+BENCHMARKS = ("aime24", "aime25", "amc23", "math500", "olympiadbench")
+BASELINES = {  # allocator= preset: (allocator name, schedule, (alpha, beta))
+    "grpo": ("fixed", None, None),
+    "knapsack": ("knapsack", None, None),
+    "coba": ("coba", "failure", (None, None)),
+    "static_exploit": ("coba", "static", (10.5, 1.5)),
+    "static_explore": ("coba", "static", (1.5, 10.5)),
+    "linear_decay": ("coba", "linear_decay", (None, None)),
+    "explore_to_exploit": ("coba", "success", (None, None)),
+    "coba_official": ("coba_official", None, None),
+}
+PAPER_SETTING = "qwen2.5-7b-instruct"  # the ablations' model (Tables 2-3, Figure 6)
+
+
+def _compose(setting: str, *overrides: str):
+    """What ``python -m verl_ext.main --config-dir recipes +coba=SETTING OVERRIDES`` composes."""
+    search = f"hydra.searchpath=[pkg://verl.trainer.config,file://{RECIPES}]"
+    with initialize_config_dir(config_dir=str(ROOT / "verl_ext" / "config"), version_base=None):
+        return compose("verl_ext_trainer", overrides=[search, f"+coba={setting}", *overrides])
+
+
+def _check(cfg) -> None:
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    from verl_ext.trainer.components import validate_axes
+
+    validate_axes(cfg)
+    validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+
+
+def _budget(cfg) -> int:
+    from verl_ext.trainer.components import rollout_budget
+
+    return rollout_budget(cfg)
+
+
+@pytest.mark.parametrize("setting", sorted(SETTINGS))
+def test_setting_has_the_paper_hyperparameters(setting):
+    model, tasks, mini, steps = SETTINGS[setting]
+    cfg = _compose(setting, "recipe.data_dir=/data")
+    actor, rollout = cfg.actor_rollout_ref.actor, cfg.actor_rollout_ref.rollout
+    assert cfg.actor_rollout_ref.model.path == model
+    assert cfg.algorithm.adv_estimator == "grpo" and not cfg.algorithm.use_kl_in_reward and not actor.use_kl_loss
+    assert (actor.optim.optimizer, actor.optim.lr) == ("AdamW", 1e-6)
+    assert (actor.clip_ratio_low, actor.clip_ratio_high) == (0.2, 0.28)
+    assert (cfg.data.max_prompt_length, cfg.data.max_response_length) == (2048, 4096)
+    assert (cfg.data.train_batch_size, actor.ppo_mini_batch_size, rollout.n) == (tasks, mini, 16)
+    assert _budget(cfg) == tasks * 16 and cfg.data_selection.rollout_budget is None  # B_total = M G
+    val = rollout.val_kwargs
+    assert (val.n, val.temperature, val.top_p, val.do_sample) == (16, 1.0, 0.9, True)  # avg@16, Table 5
+    assert cfg.trainer.total_training_steps == steps and cfg.trainer.v1.trainer_mode == "verl_ext"
+    assert cfg.data.train_files == "/data/dapo_math/train.parquet"
+    assert list(cfg.data.val_files) == [f"/data/{b}/test.parquet" for b in BENCHMARKS]
+    assert cfg.reward.custom_reward_function.path == "pkg://verl_ext.rewards"
+    alloc = cfg.allocator
+    assert (alloc.name, alloc.min_n, alloc.max_n, alloc.kappa, alloc.gamma) == ("coba", 2, 128, 11, 10)
+    assert (alloc.window, alloc.history, alloc.schedule) == (1, 1, "failure") and cfg.selector.name == "uniform"
+    _check(cfg)
+
+
+@functools.cache
+def _default_without_allocator() -> dict:
+    return {k: v for k, v in _compose(PAPER_SETTING).items() if k != "allocator"}
+
+
+@pytest.mark.parametrize("baseline", sorted(BASELINES))
+def test_baselines_differ_only_in_the_allocator(baseline):
+    name, schedule, shape = BASELINES[baseline]
+    cfg = _compose(PAPER_SETTING, f"allocator={baseline}")
+    alloc = cfg.allocator
+    assert alloc.name == name
+    if schedule is not None:
+        assert alloc.schedule == schedule and (alloc.alpha, alloc.beta) == shape
+    if baseline == "linear_decay":
+        assert alloc.total_steps == 1000  # alpha 10 -> 1 over the run
+    if name in ("knapsack", "coba_official"):
+        assert (alloc.min_n, alloc.max_n) == (2, 128)
+    assert {k: v for k, v in cfg.items() if k != "allocator"} == _default_without_allocator()
+    _check(cfg)
+
+
+def test_cpu_preset_composes_for_the_cpu():
+    from verl_ext.cpu import cpu_overrides
+
+    cfg = _compose("cpu_embedded", *cpu_overrides(), "actor_rollout_ref.model.path=/m")
+    rollout = cfg.actor_rollout_ref.rollout
+    assert (rollout.name, cfg.trainer.device, cfg.data.train_batch_size, _budget(cfg)) == ("hf", "cpu", 4, 16)
+    assert (cfg.allocator.name, cfg.allocator.min_n, cfg.allocator.max_n) == ("coba", 2, 8)
+    assert cfg.data.train_files == "data/coba_cpu/arithmetic/train.parquet" and rollout.val_kwargs.top_p == 0.9
+    assert cfg.actor_rollout_ref.actor.clip_ratio_high == 0.28 and cfg.trainer.total_training_steps == 3
+    _check(cfg)
+
+
+def _launch(script: str, *args: str, **env: str) -> subprocess.CompletedProcess:
+    drop = ("DATA_DIR", "OUT_DIR", "NNODES", "GPUS_PER_NODE", "RAY_ADDRESS", "MODEL_PATH", "EXPERIMENT_NAME", "SWEEP",
+            "BASELINES", "ALLOCATORS", "BUDGETS", "FORCE")
+    environ = {k: v for k, v in os.environ.items() if k not in drop}
+    return subprocess.run(["bash", str(SCRIPTS / "coba" / script), *args], capture_output=True, text=True,
+                          timeout=60, env={**environ, "DRY_RUN": "1", **env}, cwd=ROOT)
+
+
+def _runs(proc: subprocess.CompletedProcess) -> list[list[str]]:
+    assert proc.returncode == 0, proc.stderr
+    return [line.split() for line in proc.stdout.splitlines()]
+
+
+def _overrides(words: list[str]) -> list[str]:
+    """A printed training command's Hydra overrides after ``+coba=SETTING``, without the launcher's paths."""
+    start = next(i for i, w in enumerate(words) if w.startswith("+coba=")) + 1
+    return [w for w in words[start:] if not w.startswith(("trainer.experiment_name=", "trainer.default_local_dir="))]
+
+
+@pytest.mark.parametrize("setting", sorted(SETTINGS))
+def test_launcher_dry_run(setting):
+    (words,) = _runs(_launch(f"{setting}.sh", "allocator=knapsack", "trainer.test_freq=5", DATA_DIR="/d", OUT_DIR="/o"))
+    assert words[1:6] == ["-m", "verl_ext.main", "--config-dir", str(RECIPES), f"+coba={setting}"]
+    assert words[-2:] == ["allocator=knapsack", "trainer.test_freq=5"]  # the user's overrides, last
+    for expected in ("recipe.data_dir=/d", f"trainer.experiment_name={setting}-knapsack",
+                     f"trainer.default_local_dir=/o/{setting}-knapsack", "trainer.nnodes=1",
+                     "trainer.n_gpus_per_node=8"):
+        assert expected in words
+
+
+def test_grid_dry_run():
+    runs = _runs(_launch("grid.sh", PAPER_SETTING, "x=1"))
+    assert [_overrides(r) for r in runs] == [["recipe.data_dir=" + str(ROOT / "data" / "coba"), "trainer.nnodes=1",
+                                              "trainer.n_gpus_per_node=8", f"allocator={a}", "x=1"]
+                                             for a in ("grpo", "knapsack", "coba")]
+    runs = _runs(_launch("grid.sh", PAPER_SETTING, BASELINES="1"))
+    assert [w.split("=", 1)[1] for r in runs for w in r if w.startswith("allocator=")] == [
+        "grpo", "knapsack", "coba", "static_exploit", "static_explore", "linear_decay", "explore_to_exploit",
+        "coba_official"]
+    kappa = _runs(_launch("grid.sh", PAPER_SETTING, SWEEP="kappa"))
+    assert [r[-1] for r in kappa] == ["allocator.kappa=7", "allocator.kappa=15", "allocator.kappa=21"]
+    assert _launch("grid.sh", PAPER_SETTING, SWEEP="nope").returncode == 2
+    assert _launch("grid.sh", "no_such_setting").returncode == 2
+
+
+SWEEP_RUNS = [(b, a) for b in (2048, 4096, 8192) for a in ("grpo", "knapsack", "coba")]
+
+
+@functools.cache
+def _budget_sweep(setting: str) -> list[list[str]]:
+    return _runs(_launch("grid.sh", setting, SWEEP="budget", DATA_DIR="/d"))
+
+
+@pytest.mark.parametrize("setting", ["qwen2.5-7b-instruct", "qwen3-4b-base"])
+def test_budget_sweep_sets_n_to_the_budget(setting):
+    """Every allocator at B_total 2048 / 4096 / 8192 with rollout.n = B_total / M; the recipe's own
+    B_total (M x 16) is the plain run, under the plain run's name and overrides."""
+    tasks = SETTINGS[setting][1]
+    for (budget, allocator), words in zip(SWEEP_RUNS, _budget_sweep(setting), strict=True):
+        plain = budget == tasks * 16
+        assert f"trainer.experiment_name={setting}-{allocator}{'' if plain else f'-b{budget}'}" in words
+        sweep = [f"actor_rollout_ref.rollout.n={budget // tasks}", f"data_selection.rollout_budget={budget}"]
+        assert _overrides(words)[3:] == [f"allocator={allocator}"] + ([] if plain else sweep)
+
+
+@pytest.mark.parametrize("budget", [2048, 8192])
+def test_budget_sweep_composes(budget):
+    """The paper's sweep (Qwen2.5-7B-Instruct, M = 256) passes the axes' checks; GRPO gets n each."""
+    from verl_ext.axes import build_allocator
+
+    runs = [w for (b, _), w in zip(SWEEP_RUNS, _budget_sweep(PAPER_SETTING)) if b == budget]
+    for words in runs:
+        cfg = _compose(PAPER_SETTING, *_overrides(words))
+        assert (_budget(cfg), cfg.actor_rollout_ref.rollout.n) == (budget, budget // 256)
+        if cfg.allocator.name == "fixed":
+            assert set(build_allocator(cfg.allocator, 0).allocate(0, list(range(256)), budget)) == {budget // 256}
+        _check(cfg)
+
+
+def test_cpu_launcher_dry_run():
+    prep, train = _runs(_launch("cpu_embedded.sh", "trainer.total_training_steps=2", DATA_DIR="/d", FORCE="1"))
+    assert " ".join(prep).endswith("-m data_prep arithmetic --out /d --train-size 6 --test-size 8")
+    assert train[3:7] == ["--cpu", "--config-dir", str(RECIPES), "+coba=cpu_embedded"]
+    assert train[-1] == "trainer.total_training_steps=2" and "trainer.nnodes=1" not in train
+    assert "trainer.experiment_name=cpu_embedded-coba" in train
+    assert any(w.startswith("actor_rollout_ref.model.path=") and "SmolLM2-135M-Instruct" in w for w in train)
+
+
+def test_prepare_data_dry_run(tmp_path):
+    runs = _runs(_launch("prepare_data.sh", DATA_DIR=str(tmp_path), DAPO_MATH_INPUT="/dl/dapo.parquet"))
+    assert [r[3] for r in runs] == ["dapo_math", *BENCHMARKS]
+    assert runs[0][-2:] == ["--input", "/dl/dapo.parquet"] and all(r[4:6] == ["--out", str(tmp_path)] for r in runs)
+
+
+def test_scripts_parse():
+    scripts = sorted(SCRIPTS.glob("coba/*.sh")) + [SCRIPTS / "common.sh"]
+    assert len(scripts) == 9
+    for script in scripts:
+        proc = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+        assert proc.returncode == 0, f"{script}: {proc.stderr}"
+        if script.name != "common.sh":
+            assert os.access(script, os.X_OK) and "set -euo pipefail" in script.read_text(), script
