@@ -22,12 +22,7 @@ if [[ ! -f "$DATA_DIR/arithmetic/train_ref.parquet" || "${FORCE:-0}" == 1 ]]; th
     --n "${REF_N:-4}" --max-new-tokens 64 --backend hf
   echo "cpu_embedded: tasks and reference pass rates in $((SECONDS - start)) s" >&2
 fi
-if [[ "${DRY_RUN:-0}" == 1 ]]; then  # where the conversion puts it, without converting
-  MODEL_PATH="$("$PYTHON" -c 'import sys; from verl_ext.models.embedded import cache_root, model_name
-print(cache_root() / "models" / model_name(int(sys.argv[1]) if sys.argv[1] else None))' "${NUM_LAYERS:-}")"
-else
-  MODEL_PATH="$("$PYTHON" -m verl_ext.models.embedded ${NUM_LAYERS:+--num-layers "$NUM_LAYERS"})"
-fi
+MODEL_PATH="$(embedded_model_path "${NUM_LAYERS:-}")"
 export MODEL_PATH
 
 EXPERIMENT_NAME="${EXPERIMENT_NAME:-cpu_embedded-$(selector_choice "$@")}"

@@ -9,24 +9,14 @@
 #          (verl schema, data_source ordering_puzzles / arc_agi, README "Data")
 # Sources load from the Hugging Face hub, or from a local copy in the source's own format given as
 # <NAME>_INPUT (e.g. GURU_MATH_INPUT=/dl/math__combined_54.4k.parquet, MATH500_INPUT=/dl/test.jsonl).
-# Existing files are kept (FORCE=1 rebuilds). Environment: DATA_DIR (default data/bots), PYTHON.
+# Existing files are kept (FORCE=1 rebuilds). Environment: DATA_DIR (default data/bots), PYTHON, DRY_RUN=1.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 domain="${1:?usage: scripts/bots/prepare_data.sh math|code|logic}"
 data_dir="$(abspath "${DATA_DIR:-$ROOT/data/bots}")"
 
-prep() {  # prep NAME SPLIT
-  local name="$1" split="$2" input_var
-  input_var="$(tr 'a-z' 'A-Z' <<<"$name")_INPUT"
-  if [[ -f "$data_dir/$name/$split.parquet" && "${FORCE:-0}" != 1 ]]; then
-    echo "exists: $data_dir/$name/$split.parquet"
-    return 0
-  fi
-  local cmd=("$PYTHON" -m data_prep "$name" --out "$data_dir")
-  [[ -n "${!input_var:-}" ]] && cmd+=(--input "${!input_var}")
-  "${cmd[@]}"
-}
+prep() { prepare_dataset "$data_dir" "$@"; }  # prep NAME SPLIT
 
 case "$domain" in
   math)  prep guru_math train; prep math500 test; prep aime24 test ;;
