@@ -9,9 +9,9 @@ axis configs are checked (unknown keys, infeasible budgets) before Ray starts; t
 environment (verl picks its platform at import, before any config exists) and
 :func:`verl_ext.cpu.cpu_overrides` before the user's overrides (which therefore win).
 
-``trainer.logger=[console,file]`` writes the metrics to
-``<trainer.default_local_dir>/metrics/from_step_<S>.<time>.jsonl``, one file per run (see
-:mod:`verl_ext.trainer.records`).
+Every run also logs to verl's ``file`` logger (added to ``trainer.logger`` when missing): the per-step
+metrics, validation included, go to ``<trainer.default_local_dir>/metrics/from_step_<S>.<time>.jsonl``,
+one file per run (see :mod:`verl_ext.trainer.records`).
 """
 
 from __future__ import annotations
@@ -54,6 +54,18 @@ def export_trainer_module(config) -> None:
                                                            "PYTHONPATH": path}
 
 
+def log_to_file(config) -> None:
+    """Add verl's ``file`` logger to ``trainer.logger``: every run writes its per-step metrics (validation
+    curves included) to ``<trainer.default_local_dir>/metrics/*.jsonl``, whatever else it logs to."""
+    from omegaconf import open_dict
+
+    loggers = config.trainer.logger
+    loggers = [loggers] if isinstance(loggers, str) else list(loggers or [])
+    if "file" not in loggers:
+        with open_dict(config):
+            config.trainer.logger = [*loggers, "file"]
+
+
 def run(config) -> None:
     from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
@@ -64,6 +76,7 @@ def run(config) -> None:
 
     validate_axes(config)
     validate_training_data(config)
+    log_to_file(config)
     if not config.trainer.use_v1:
         raise ValueError("verl_ext needs verl's v1 trainer (trainer.use_v1=true)")
     auto_set_device(config)

@@ -258,3 +258,15 @@ def test_training_data_is_checked_against_the_selector_before_start(tmp_path):
         validate_training_data(_config(selector=bots, data={"train_files": [good, bare]}))
     with pytest.raises(ValueError, match=rf"{nan}: extra_info\.weak_pass_rate .* index 1 \(row 1\)"):
         validate_training_data(_config(selector=bots, data={"train_files": nan}))
+
+
+@pytest.mark.parametrize("loggers, expected", [
+    ("console", ["console", "file"]), (["console", "wandb"], ["console", "wandb", "file"]),
+    (["file", "console"], ["file", "console"]), ([], ["file"]),
+])
+def test_every_run_logs_metrics_to_the_jsonl_file(loggers, expected):
+    from verl_ext.main import log_to_file
+
+    config = OmegaConf.create({"trainer": {"logger": loggers}})
+    log_to_file(config)
+    assert list(config.trainer.logger) == expected
