@@ -1,0 +1,178 @@
+"""Training and evaluation plots of several runs (PNG, matplotlib Agg).
+
+    python -m eval.plots --runs NAME=RUN_DIR [NAME=RUN_DIR ...] --out DIR
+
+Writes into DIR, each only when some run has the data (otherwise it says what it skipped):
+
+* ``eval_<benchmark>.png``, ``eval_aggregated.png``: evaluation accuracy over steps, a line per run
+  (:attr:`eval.run_logs.Run.curve`; aggregated = mean over the benchmarks every run evaluated);
+* ``etr.png``: effective task ratio over steps;
+* ``rollouts_per_task.png``: per run, the fraction of selected tasks per rollout-count bin over steps
+  (from the step dumps' counts);
+* ``cluster_probs.png``: per run, ``data_selection/selector/cluster_prob/*`` over steps (ADS);
+* ``selected_pass_rate.png``: per run, the fraction of the step's selected tasks per pass-rate bin
+  (their pass rate in that step's rollouts) over steps, as a heat map.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
+
+from eval.metrics import PASS_RATE_BINS, aggregate_curves, etr_over_steps, pass_rate_bin  # noqa: E402
+from eval.run_logs import Run, parse_runs  # noqa: E402
+
+CLUSTER_PREFIX = "data_selection/selector/cluster_prob/"
+
+
+def _lines(path: Path, title: str, ylabel: str, series: dict[str, tuple[np.ndarray, np.ndarray]]) -> Path:
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, (x, y) in series.items():
+        ax.plot(x, y, marker="o", markersize=3, label=name)
+    ax.set(title=title, xlabel="step", ylabel=ylabel)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def _edges(steps: np.ndarray) -> np.ndarray:
+    """Cell edges around each step for ``pcolormesh`` (steps may be uneven)."""
+    if len(steps) == 1:
+        return np.array([steps[0] - 0.5, steps[0] + 0.5])
+    mid = (steps[1:] + steps[:-1]) / 2
+    return np.concatenate([[2 * steps[0] - mid[0]], mid, [2 * steps[-1] - mid[-1]]])
+
+
+def _heatmaps(path: Path, title: str, maps: dict[str, tuple[np.ndarray, np.ndarray]], labels: list[str]) -> Path:
+    """One panel per run: ``(steps, fractions[bins, steps])``, bins labelled ``labels`` bottom-up."""
+    fig, axes = plt.subplots(len(maps), 1, figsize=(7, 2 + 1.6 * len(maps)), squeeze=False)
+    for ax, (name, (steps, frac)) in zip(axes[:, 0], maps.items()):
+        mesh = ax.pcolormesh(_edges(steps.astype(float)), np.arange(len(labels) + 1), frac, vmin=0, vmax=1,
+                             cmap="viridis")
+        ax.set_yticks(np.arange(len(labels)) + 0.5, labels)
+        ax.set(title=name, xlabel="step")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        fig.colorbar(mesh, ax=ax, label="fraction")
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def eval_curves(runs: dict[str, Run], out: Path) -> list[Path]:
+    benchmarks = sorted({b for run in runs.values() for b in run.curve})
+    written = []
+    for bench in benchmarks:
+        series = {}
+        for name, run in runs.items():
+            points = sorted(run.curve.get(bench, {}).items())
+            if points:
+                series[name] = (np.array([s for s, _ in points]), np.array([r["accuracy"] for _, r in points]))
+        written.append(_lines(out / f"eval_{bench}.png", f"evaluation: {bench}", "accuracy", series))
+    aggregated = {}
+    for name, run in runs.items():
+        if benchmarks and all(b in run.curve for b in benchmarks):
+            try:
+                aggregated[name] = aggregate_curves({b: {s: r["accuracy"] for s, r in run.curve[b].items()}
+                                                     for b in benchmarks})
+            except ValueError:  # no step evaluated on every benchmark
+                pass
+    if aggregated:
+        written.append(_lines(out / "eval_aggregated.png", "evaluation: mean over " + ", ".join(benchmarks),
+                              "accuracy", aggregated))
+    return written
+
+
+def etr(runs: dict[str, Run], out: Path) -> list[Path]:
+    series = {name: etr_over_steps(run.path) for name, run in runs.items()}
+    series = {name: s for name, s in series.items() if len(s[0])}
+    return [_lines(out / "etr.png", "effective task ratio", "ETR", series)] if series else []
+
+
+def rollouts_per_task(runs: dict[str, Run], out: Path) -> list[Path]:
+    from verl_ext.trainer.metrics import COUNT_BINS, count_histogram
+
+    labels = [k.rsplit("/", 1)[1] for k in count_histogram(np.array(COUNT_BINS))]
+    maps = {}
+    for name, run in runs.items():
+        if run.dumps:
+            steps = np.array(sorted(run.dumps))
+            hist = [list(count_histogram(np.array(run.dumps[s]["counts"])).values()) for s in steps]
+            maps[name] = (steps, np.array(hist).T)
+    return [_heatmaps(out / "rollouts_per_task.png", "rollouts per selected task", maps, labels)] if maps else []
+
+
+def cluster_probs(runs: dict[str, Run], out: Path) -> list[Path]:
+    panels = {}
+    for name, run in runs.items():
+        steps = sorted(s for s, m in run.metrics.items() if any(k.startswith(CLUSTER_PREFIX) for k in m))
+        clusters = sorted({k[len(CLUSTER_PREFIX):] for s in steps for k in run.metrics[s]
+                           if k.startswith(CLUSTER_PREFIX)}, key=lambda c: (len(c), c))  # "2" before "10"
+        if steps:
+            panels[name] = (np.array(steps), clusters, np.array(
+                [[run.metrics[s].get(CLUSTER_PREFIX + c, np.nan) for s in steps] for c in clusters], dtype=float))
+    if not panels:
+        return []
+    fig, axes = plt.subplots(len(panels), 1, figsize=(7, 2 + 2 * len(panels)), squeeze=False)
+    for ax, (name, (steps, clusters, probs)) in zip(axes[:, 0], panels.items()):
+        ax.stackplot(steps, np.nan_to_num(probs), labels=clusters)
+        ax.set(title=name, xlabel="step", ylabel="cluster probability", ylim=(0, 1))
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        if len(clusters) <= 12:
+            ax.legend(fontsize="x-small", ncol=2, loc="upper right")
+    fig.tight_layout()
+    path = out / "cluster_probs.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return [path]
+
+
+def selected_pass_rates(runs: dict[str, Run], out: Path) -> list[Path]:
+    maps = {}
+    for name, run in runs.items():
+        rates = run.task_pass_rates
+        if rates:
+            steps = np.array(sorted(rates))
+            bins = [np.bincount(pass_rate_bin(list(rates[s].values())), minlength=len(PASS_RATE_BINS)) for s in steps]
+            maps[name] = (steps, np.array([b / b.sum() for b in bins]).T)
+    return ([_heatmaps(out / "selected_pass_rate.png", "pass rate of the selected tasks", maps, list(PASS_RATE_BINS))]
+            if maps else [])
+
+
+PLOTS = {"evaluation curves": eval_curves, "ETR": etr, "rollouts per task": rollouts_per_task,
+         "cluster probabilities": cluster_probs, "selected-task pass rates": selected_pass_rates}
+
+
+def main(argv: list[str] | None = None) -> list[Path]:
+    parser = argparse.ArgumentParser(prog="python -m eval.plots", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", nargs="+", required=True, metavar="NAME=RUN_DIR")
+    parser.add_argument("--out", required=True, help="folder for the PNGs (created)")
+    args = parser.parse_args(argv)
+    runs = {name: Run(name, path) for name, path in parse_runs(args.runs).items()}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for what, plot in PLOTS.items():
+        paths = plot(runs, out)
+        for path in paths:
+            print(f"wrote {path}")
+        if not paths:
+            print(f"skipped {what}: no run has the data")
+        written += paths
+    return written
+
+
+if __name__ == "__main__":
+    main()
