@@ -20,7 +20,6 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike
 
-from verl_ext.rewards import countdown
 
 ETR_KEY = "data_selection/effective_task_ratio"
 DEGENERATE_KEY = "data_selection/degenerate_group_rate"
@@ -273,19 +272,20 @@ def transition_matrix(initial_p: ArrayLike, final_p: ArrayLike) -> tuple[np.ndar
 
 
 # --------------------------------------------------------------------------- Countdown format
-def countdown_format_diagnostics(responses: Sequence[str], ground_truths: Sequence[Any],
-                                 too_long: ArrayLike) -> dict[str, float]:
-    """Rates over completions of: no ``<answer>``, several ``<answer>``, several ``<think>``, hitting
-    the length limit (``too_long``: per completion, e.g. ``lengths >= max_tokens``), and a parse
-    failure as the Countdown verifier reports it (``parse_error``: disallowed characters, or an
-    expression using the given numbers that cannot be evaluated)."""
-    too_long = np.asarray(too_long, dtype=bool)
-    if not len(responses) == len(ground_truths) == len(too_long):
-        raise ValueError("one ground truth and one too-long flag per response")
-    keys = ("has_answer", "multiple_answers", "multiple_think", "parse_error")
-    scored = [countdown.score(r, gt) for r, gt in zip(responses, ground_truths)]
-    has_answer, multiple_answers, multiple_think, parse_error = np.array(
-        [[d[k] for k in keys] for d in scored], dtype=np.float64).reshape(-1, len(keys)).mean(axis=0)
-    return {"missing_answer": float(1.0 - has_answer), "multiple_answers": float(multiple_answers),
-            "multiple_think": float(multiple_think), "too_long": float(too_long.mean()),
-            "parse_failure": float(parse_error)}
+def countdown_format_diagnostics(samples: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """Rates over completions of: no ``<answer>``, several ``<answer>``, several ``<think>``, hitting the
+    length limit, and a parse failure as the Countdown verifier reports it (disallowed characters, or an
+    expression using the given numbers that cannot be evaluated). ``samples``: per-completion flags as the
+    verifier's ``compute_score`` and the evaluator's ``samples.jsonl`` give them (``has_answer``,
+    ``multiple_answers``, ``multiple_think``, ``parse_error``, ``too_long``); a ``too_long`` of ``None``
+    (unknown) is left out of that rate."""
+    if not samples:
+        raise ValueError("no samples")
+
+    def rate(key: str, invert: bool = False) -> float:
+        known = [bool(s[key]) != invert for s in samples if s.get(key) is not None]
+        return float(np.mean(known)) if known else float("nan")
+
+    return {"missing_answer": rate("has_answer", invert=True), "multiple_answers": rate("multiple_answers"),
+            "multiple_think": rate("multiple_think"), "too_long": rate("too_long"),
+            "parse_failure": rate("parse_error")}

@@ -22,7 +22,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from eval.metrics import (PASS_RATE_BINS, aggregate_curves, best_so_far, degenerate_rate_summary, etr_over_steps,
+from eval.metrics import (PASS_RATE_BINS, aggregate_curves, best_so_far, countdown_format_diagnostics,
+                          degenerate_rate_summary, etr_over_steps,
                           pass_at_k, paired_bootstrap_ci, paired_wins_losses_ties, time_to_baseline,
                           transition_matrix, zero_success_rate, all_success_rate)
 from eval.paper_numbers import PAPER_NUMBERS, Reference, method_key
@@ -257,14 +258,8 @@ def progress_tables(runs: dict[str, Run], refs: dict[str, Reference], args: argp
                                  ["ours: mean over the prompts both runs evaluated, 95% paired bootstrap CI "
                                   "(20,000 resamples of prompts)"] +
                                  ([] if base else [f"no samples of a run named {args.baseline!r} (--baseline)"])))
-        fmt_rates = {}
-        for name, s in samples.items():
-            if s:
-                flags = np.array([[not r["has_answer"], r["multiple_answers"], r["multiple_think"], r["too_long"],
-                                   r["parse_error"]] for r in s], dtype=np.float64).mean(axis=0)
-                fmt_rates[name] = dict(zip(FORMAT_FLAGS, flags.tolist()))
-            else:
-                fmt_rates[name] = {}
+        fmt_rates = {name: dict(zip(FORMAT_FLAGS, countdown_format_diagnostics(s).values())) if s else {}
+                     for name, s in samples.items()}
         tables.append(comparison(f"Progress: {bench}, format diagnostics (fraction of completions)", fmt_rates,
                                  list(FORMAT_FLAGS), None, 4,
                                  ["ours: the evaluator's per-sample flags", "paper: no numbers in SPEC.md"]))

@@ -12,6 +12,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from verl_ext.rewards import countdown
+
 from eval.metrics import (
     PASS_RATE_BINS,
     aggregate_curves,
@@ -240,8 +242,11 @@ def test_countdown_format_diagnostics():
         "<think>a</think><think>b</think><answer>1 + 2 + 3</answer>",
         "<answer>(1 + 2) ^ 3</answer>",
     ]
-    diag = countdown_format_diagnostics(responses, [gt] * 5, [False, True, False, False, False])
+    samples = [{**countdown.score(r, gt), "too_long": long} for r, long in zip(responses, [False, True, False, False, False])]
+    diag = countdown_format_diagnostics(samples)
     assert diag == pytest.approx({"missing_answer": 0.2, "multiple_answers": 0.2, "multiple_think": 0.2,
                                   "too_long": 0.2, "parse_failure": 0.2})
+    samples[1]["too_long"] = None  # unknown: left out of that rate only
+    assert countdown_format_diagnostics(samples)["too_long"] == 0.0
     with pytest.raises(ValueError):
-        countdown_format_diagnostics(responses, [gt] * 5, [False])
+        countdown_format_diagnostics([])
