@@ -5,17 +5,20 @@
 first ``K`` layers; see :mod:`verl_ext.models.embedded`). Prompts go through the tokenizer's chat
 template (with the generation prompt) and are passed as token ids, so nothing is tokenized twice.
 
-Sampling is seeded per request and reproducible:
+Sampling is seeded per sample and reproducible: sample ``j`` of a prompt is the same whichever other
+samples or prompts are generated with it, so :func:`iter_samples` can generate any subset of sample
+numbers (e.g. only those an interrupted evaluation lacks):
 
-* ``vllm``: one ``SamplingParams(n, seed)`` for all prompts; vLLM seeds each request's sampler
-  (sample ``j`` of a prompt with ``seed + j``), so results do not depend on batching.
+* ``vllm``: one ``SamplingParams(n, seed)`` per prompt and contiguous run ``j0 .. j0 + n - 1`` of
+  sample numbers, seeded ``seed + j0``; vLLM seeds each of its ``n`` samples with ``seed + j0 + i``
+  (its child requests), so sample ``j`` always uses ``seed + j``, independent of batching.
 * ``hf``: sample ``j`` of a prompt draws from its own ``torch.Generator`` seeded with
   :func:`verl_ext.cpu.hf_rollout.request_seed` (seed, prompt ids, sampling parameters, ``j``) through
   :class:`~verl_ext.cpu.hf_rollout.SeededSampler`, the sampler of the CPU rollout backend.
-  ``temperature <= 0`` decodes greedily.
+  ``temperature <= 0`` decodes greedily; ``top_k <= 0`` is off.
 
-The model is loaded when :func:`generate` starts and released (``gc`` plus the CUDA cache) when it
-returns, so two models never share memory.
+The model is loaded when generation starts and released (``gc`` plus the CUDA cache) when it ends,
+so two models never share memory.
 """
 
 from __future__ import annotations
@@ -24,12 +27,13 @@ import gc
 import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from tqdm import tqdm
 
 Messages = list[dict]
 BACKENDS = ("auto", "vllm", "hf")
+VLLM_CHUNK_SAMPLES = 4096  # samples per vLLM generate call: what an interruption can lose
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,13 @@ class Sampling:
     top_p: float = 1.0
     max_new_tokens: int = 4096
     seed: int = 0
+    top_k: int = -1
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    too_long: bool | None  # stopped by ``max_new_tokens`` (None: the backend did not say)
 
 
 def resolve_model(spec: str) -> str:
@@ -72,11 +83,28 @@ def chat_ids(tokenizer, messages: Messages) -> list[int]:
 def generate(model: str, prompts: Sequence[Messages], sampling: Sampling, *, backend: str = "auto",
              batch_size: int = 32) -> list[list[str]]:
     """``sampling.n`` completion texts for each prompt, in prompt order (``model`` as :func:`resolve_model`)."""
+    texts = [[""] * sampling.n for _ in prompts]
+    for i, j, completion in iter_samples(model, prompts, sampling, backend=backend, batch_size=batch_size):
+        texts[i][j] = completion.text
+    return texts
+
+
+def iter_samples(model: str, prompts: Sequence[Messages], sampling: Sampling, *,
+                 sample_ids: Sequence[Sequence[int]] | None = None, backend: str = "auto",
+                 batch_size: int = 32) -> Iterator[tuple[int, int, Completion]]:
+    """``(prompt position, sample number, completion)`` as batches finish, in no particular order.
+
+    ``sample_ids[i]`` lists the sample numbers to draw for prompt ``i`` (default ``range(sampling.n)``).
+    """
+    numbers = [list(range(sampling.n))] * len(prompts) if sample_ids is None else [list(j) for j in sample_ids]
+    if len(numbers) != len(prompts):
+        raise ValueError(f"{len(prompts)} prompts but {len(numbers)} lists of sample numbers")
     path = resolve_model(model)
     try:
         if pick_backend(backend) == "vllm":
-            return generate_vllm(path, prompts, sampling)
-        return generate_hf(path, prompts, sampling, batch_size=batch_size)
+            yield from _iter_vllm(path, prompts, sampling, numbers)
+        else:
+            yield from _iter_hf(path, prompts, sampling, numbers, batch_size=batch_size)
     finally:
         gc.collect()  # the model was local to the backend call: free it before the next one loads
         import torch
@@ -85,19 +113,49 @@ def generate(model: str, prompts: Sequence[Messages], sampling: Sampling, *, bac
             torch.cuda.empty_cache()
 
 
-def generate_vllm(path: str, prompts: Sequence[Messages], sampling: Sampling) -> list[list[str]]:
-    """All prompts in one ``vllm.LLM.generate`` call (vLLM batches and shows progress itself)."""
+def _runs(numbers: Sequence[int]) -> list[tuple[int, int]]:
+    """Sorted distinct ``numbers`` as contiguous runs ``(first, length)``."""
+    runs: list[tuple[int, int]] = []
+    for j in sorted(set(numbers)):
+        if runs and runs[-1][0] + runs[-1][1] == j:
+            runs[-1] = (runs[-1][0], runs[-1][1] + 1)
+        else:
+            runs.append((j, 1))
+    return runs
+
+
+def _iter_vllm(path: str, prompts: Sequence[Messages], sampling: Sampling,
+               numbers: list[list[int]]) -> Iterator[tuple[int, int, Completion]]:
+    """One request per prompt and run of sample numbers, ``VLLM_CHUNK_SAMPLES`` samples per ``generate``
+    call (vLLM batches and shows progress itself); all requests share one ``SamplingParams`` when they can."""
     from vllm import LLM, SamplingParams
 
     llm = LLM(model=path, seed=sampling.seed)
     tokenizer = llm.get_tokenizer()
-    params = SamplingParams(n=sampling.n, temperature=sampling.temperature, top_p=sampling.top_p,
-                            max_tokens=sampling.max_new_tokens, seed=sampling.seed)
-    outputs = llm.generate([{"prompt_token_ids": chat_ids(tokenizer, p)} for p in prompts], params)
-    return [[c.text for c in out.outputs] for out in outputs]
+    top_k = {"top_k": sampling.top_k} if sampling.top_k > 0 else {}
+    requests = [(i, first, n) for i, js in enumerate(numbers) for first, n in _runs(js)]
+    chunk: list[tuple[int, int, int]] = []
+    size = 0
+    for r, request in enumerate(requests):
+        chunk.append(request)
+        size += request[2]
+        if r + 1 < len(requests) and size + requests[r + 1][2] <= VLLM_CHUNK_SAMPLES:
+            continue
+        params = {(first, n): SamplingParams(n=n, temperature=sampling.temperature, top_p=sampling.top_p, **top_k,
+                                             max_tokens=sampling.max_new_tokens, seed=sampling.seed + first)
+                  for _, first, n in chunk}
+        outputs = llm.generate([{"prompt_token_ids": chat_ids(tokenizer, prompts[i])} for i, _, _ in chunk],
+                               next(iter(params.values())) if len(params) == 1
+                               else [params[first, n] for _, first, n in chunk])
+        for (i, first, _), out in zip(chunk, outputs, strict=True):
+            for c, completion in enumerate(out.outputs):
+                reason = getattr(completion, "finish_reason", None)
+                yield i, first + c, Completion(completion.text, None if reason is None else reason == "length")
+        chunk, size = [], 0
 
 
-def generate_hf(path: str, prompts: Sequence[Messages], sampling: Sampling, *, batch_size: int = 32) -> list[list[str]]:
+def _iter_hf(path: str, prompts: Sequence[Messages], sampling: Sampling, numbers: list[list[int]], *,
+             batch_size: int = 32) -> Iterator[tuple[int, int, Completion]]:
     """Left-padded batches of ``batch_size`` (prompt, sample) pairs with ``transformers``' ``generate``.
 
     Pairs are sorted by prompt length to limit padding; each row is cut before its first EOS token.
@@ -116,11 +174,10 @@ def generate_hf(path: str, prompts: Sequence[Messages], sampling: Sampling, *, b
     module.to(device).eval()
     eos = _eos_ids(module, tokenizer, path)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos[0]
-    params = SamplingParams(temperature=sampling.temperature, top_p=sampling.top_p)
+    params = SamplingParams(temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k)
 
     ids = [chat_ids(tokenizer, p) for p in prompts]
-    jobs = sorted(((i, j) for i in range(len(ids)) for j in range(sampling.n)), key=lambda job: len(ids[job[0]]))
-    texts: list[list[str]] = [[""] * sampling.n for _ in ids]
+    jobs = sorted(((i, j) for i, js in enumerate(numbers) for j in js), key=lambda job: len(ids[job[0]]))
     with tqdm(total=len(jobs), desc=f"sampling {Path(path).name}", unit="sample") as bar:
         for start in range(0, len(jobs), batch_size):
             batch = jobs[start : start + batch_size]
@@ -140,12 +197,12 @@ def generate_hf(path: str, prompts: Sequence[Messages], sampling: Sampling, *, b
                     max_new_tokens=sampling.max_new_tokens, do_sample=False, temperature=1.0, top_p=1.0,
                     repetition_penalty=1.0, num_beams=1, eos_token_id=eos, pad_token_id=pad,
                 )
+            bar.update(len(batch))
             for row, (i, j) in enumerate(batch):
                 tokens = out[row, width:].tolist()
                 ends = [t for t, tok in enumerate(tokens) if tok in eos]
-                texts[i][j] = tokenizer.decode(tokens[: ends[0] if ends else None], skip_special_tokens=True)
-            bar.update(len(batch))
-    return texts
+                text = tokenizer.decode(tokens[: ends[0] if ends else None], skip_special_tokens=True)
+                yield i, j, Completion(text, not ends)
 
 
 def _eos_ids(module, tokenizer, path: str) -> list[int]:
