@@ -11,6 +11,8 @@ reference pass-rate columns.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -102,3 +104,35 @@ def test_effective_task_ratio_counts_and_component_metrics_logged(bots_run):
         for key in ("alpha", "beta", "tau", "failure_rate"):
             assert np.isfinite(m[f"data_selection/allocator/{key}"]), (step, key)
         assert m["data_selection/allocator/alpha"] + m["data_selection/allocator/beta"] == pytest.approx(11.0)
+
+
+def test_evaluation_tables_and_plots_from_the_real_run(bots_run, tmp_path, capsys):
+    """Train -> checkpoint -> evaluator (base model = step 0, the FSDP checkpoint merged by verl's merger)
+    -> curve.jsonl -> every paper's table and the plots, on this run's own logs."""
+    from data_prep.embedded import build
+    from eval import evaluate, plots, tables
+    from tests.trainer.test_axes_trainer_on_cpu import model_path
+
+    _, run_dir = bots_run
+    bench = build("arithmetic", tmp_path / "data", train_size=4, test_size=2)["test"]
+    assert evaluate.main(["--run", str(run_dir), "--steps", f"0,{STEPS}", "--base-model", model_path(),
+                          "--benchmarks", f"arithmetic={bench}", "--k", "2", "--max-new-tokens", "8",
+                          "--backend", "hf"]) == 0
+    curve = [json.loads(line) for line in (run_dir / "eval" / "curve.jsonl").read_text().splitlines()]
+    assert [(c["step"], c["benchmark"], c["n_problems"], c["k"]) for c in curve] == [
+        (0, "arithmetic", 2, 2), (STEPS, "arithmetic", 2, 2)]
+    for step in (0, STEPS):
+        samples = (run_dir / "eval" / f"step_{step}" / "arithmetic" / "samples.jsonl").read_text().splitlines()
+        assert len(samples) == 4
+
+    runs = [f"random={run_dir}", f"bots={run_dir}"]
+    for paper in ("bots", "cbs", "coba", "ads", "progress"):
+        for fmt in ("markdown", "latex"):
+            out = tmp_path / f"{paper}.{fmt}"
+            tables.main([paper, "--runs", *runs, "--format", fmt, "--out", str(out)])
+            assert out.read_text().strip(), (paper, fmt)
+    bots_table = (tmp_path / "bots.markdown").read_text()
+    assert "0.89" in bots_table  # the paper's BOTS TTB50 printed beside ours
+    written = plots.main(["--runs", *runs, "--out", str(tmp_path / "plots")])
+    assert {p.name for p in written} >= {"etr.png", "rollouts_per_task.png", "selected_pass_rate.png"}
+    assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in written)
