@@ -4,7 +4,10 @@
 2. train SmolLM2-135M-Instruct (the embedded model) with ``python -m verl_ext.main --cpu`` - verl
    0.9.1's v1 trainer, Ray, the HF-generate rollout backend - for a handful of steps, with the
    three data-selection axes at the chosen settings (defaults: uniform / fixed / keep-all = GRPO);
-3. print per-step reward, effective task ratio and timings from the run's metrics log.
+3. print per-step reward, effective task ratio and timings from the run's metrics log;
+4. evaluate the initial and the trained policy on held-out tasks (``eval.evaluate``: k samples per
+   task, pass@k), render the progress-sampler paper's table from the run's logs (``eval.tables``) and
+   draw the plots (``eval.plots``) under ``<out>/report``.
 
 Everything after ``--`` is passed to the trainer as Hydra overrides, e.g.
 ``python -m verl_ext.demo -- selector=sequential allocator=variance rollout_filter=drop_degenerate``.
@@ -52,7 +55,8 @@ def trainer_command(out: Path, model: str, data: dict[str, Path], args, extra: l
         "actor_rollout_ref.actor.use_kl_loss=False", "actor_rollout_ref.actor.optim.lr=1e-5",
         f"reward.custom_reward_function.path={reward_path}", "reward.custom_reward_function.name=compute_score",
         f"trainer.total_training_steps={args.steps}", "trainer.total_epochs=1000",
-        "trainer.save_freq=-1", "trainer.test_freq=-1", "trainer.val_before_train=False",
+        f"trainer.save_freq={args.steps}", "actor_rollout_ref.actor.checkpoint.save_contents=[model,extra,hf_model]",
+        "trainer.test_freq=-1", "trainer.val_before_train=False",
         "trainer.logger=[console,file]", "trainer.project_name=verl_ext_demo", "trainer.experiment_name=demo",
         f"trainer.default_local_dir={out / 'run'}",
         *extra,
@@ -86,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--response-length", type=int, default=64)
     parser.add_argument("--num-layers", type=int, default=None, help="truncate the embedded model (faster, meaningless text)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--eval-tasks", type=int, default=8, help="held-out tasks evaluated after training (0: none)")
+    parser.add_argument("--k", type=int, default=4, help="samples per evaluated task")
     args = parser.parse_args(own)
 
     from verl_ext.models.embedded import embedded_model_path
@@ -99,8 +105,30 @@ def main(argv: list[str] | None = None) -> int:
     print(f"policy: {model}\ndata:   {data['train']}", flush=True)
     proc = subprocess.run(trainer_command(out, model, data, args, extra), env={**os.environ, "PYTHONUNBUFFERED": "1"})
     print_table(out / "run" / "metrics")
+    if proc.returncode == 0 and args.eval_tasks > 0:
+        report(out, model, data["test"], args)
     print(f"demo finished in {time.monotonic() - start:.0f} s (trainer exit code {proc.returncode})")
     return proc.returncode
+
+
+def report(out: Path, model: str, test_file: Path, args) -> None:
+    """Evaluate step 0 (the embedded model) and the last step, then the table and the plots."""
+    from eval import evaluate, plots, tables
+
+    run = out / "run"
+    evaluate.main(["--run", str(run), "--steps", f"0,{args.steps}", "--base-model", model,
+                   "--benchmarks", f"arithmetic={test_file}", "--limit", str(args.eval_tasks), "--k", str(args.k),
+                   "--temperature", "1.0", "--max-new-tokens", str(args.response_length), "--backend", "hf",
+                   "--seed", str(args.seed)])
+    for line in (run / "eval" / "curve.jsonl").read_text().splitlines():
+        c = json.loads(line)
+        print(f"eval step {c['step']:>3}: {c['benchmark']} accuracy {c['accuracy']:.3f} "
+              f"pass@{c['k']} {c['pass@k'][str(c['k'])]:.3f} ({c['n_problems']} tasks x {c['k']} samples)")
+    table = out / "report" / "table.md"
+    table.parent.mkdir(parents=True, exist_ok=True)
+    tables.main(["progress", "--runs", f"uniform={run}", "--out", str(table)])
+    print(table.read_text())
+    plots.main(["--runs", f"uniform={run}", "--out", str(out / "report")])
 
 
 if __name__ == "__main__":
