@@ -6,17 +6,12 @@ import functools
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
-
-from verl_ext.cpu import project_root
+from tests.recipes.recipes import RECIPES, ROOT, SCRIPTS, check_recipe, compose_recipe
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")
 
-ROOT = Path(project_root())
-RECIPES, SCRIPTS = ROOT / "recipes", ROOT / "scripts"
 SETTINGS = {  # name: (prompts per step, mini-batch, FSDP CPU offload, steps, validation sets)
     "qwen2.5-1.5b-instruct_math": (256, 32, False, 100, ["math500/test", "aime24/test"]),
     "qwen2.5-1.5b-instruct_code": (256, 32, False, 70, ["humaneval/train", "humaneval/test", "mbpp/test",
@@ -36,20 +31,7 @@ BASELINES = {  # selector= preset: (selector name, rho, lambda, posterior sampli
 
 
 def _compose(setting: str, *overrides: str):
-    """What ``python -m verl_ext.main --config-dir recipes +bots=SETTING OVERRIDES`` composes."""
-    search = f"hydra.searchpath=[pkg://verl.trainer.config,file://{RECIPES}]"
-    with initialize_config_dir(config_dir=str(ROOT / "verl_ext" / "config"), version_base=None):
-        return compose("verl_ext_trainer", overrides=[search, f"+bots={setting}", *overrides])
-
-
-def _check(cfg) -> None:
-    from verl.trainer.ppo.utils import need_critic, need_reference_policy
-    from verl.utils.config import validate_config
-
-    from verl_ext.trainer.components import validate_axes
-
-    validate_axes(cfg)
-    validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+    return compose_recipe("bots", setting, *overrides)
 
 
 @pytest.mark.parametrize("setting", sorted(SETTINGS))
@@ -73,7 +55,7 @@ def test_setting_has_the_paper_hyperparameters(setting):
     assert list(cfg.data.val_files) == [f"/data/{v}.parquet" for v in val]
     assert cfg.reward.custom_reward_function.path == "pkg://verl_ext.rewards"
     assert cfg.selector.name == "bots" and cfg.data_selection.rollout_budget is None
-    _check(cfg)
+    check_recipe(cfg)
 
 
 @functools.cache
@@ -93,13 +75,13 @@ def test_baselines_differ_only_in_the_selector(baseline):
     if baseline == "offline":
         assert list(cfg.selector.sort_by) == ["weak_pass_rate", "strong_pass_rate"] and cfg.selector.descending
     assert {k: v for k, v in cfg.items() if k != "selector"} == _default_without_selector()
-    _check(cfg)
+    check_recipe(cfg)
 
 
 def test_sweeps_compose():
     cfg = _compose("qwen2.5-7b_code", "selector.implicit_weight=0.5", "selector.forgetting=0.2")
     assert (cfg.selector.implicit_weight, cfg.selector.forgetting) == (0.5, 0.2)
-    _check(cfg)
+    check_recipe(cfg)
 
 
 def test_cpu_preset_composes_through_the_cli():

@@ -6,17 +6,12 @@ No training here (scripts/coba/cpu_embedded.sh runs the CPU preset)."""
 import functools
 import os
 import subprocess
-from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
-
-from verl_ext.cpu import project_root
+from tests.recipes.recipes import RECIPES, ROOT, SCRIPTS, check_recipe, compose_recipe
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")
 
-ROOT = Path(project_root())
-RECIPES, SCRIPTS = ROOT / "recipes", ROOT / "scripts"
 SETTINGS = {  # name: (hub id, prompts per step M, mini-batch, steps)
     "qwen2.5-7b-instruct": ("Qwen/Qwen2.5-7B-Instruct", 256, 128, 1000),
     "qwen2.5-7b-base": ("Qwen/Qwen2.5-7B", 256, 128, 1000),
@@ -38,20 +33,7 @@ PAPER_SETTING = "qwen2.5-7b-instruct"  # the ablations' model (Tables 2-3, Figur
 
 
 def _compose(setting: str, *overrides: str):
-    """What ``python -m verl_ext.main --config-dir recipes +coba=SETTING OVERRIDES`` composes."""
-    search = f"hydra.searchpath=[pkg://verl.trainer.config,file://{RECIPES}]"
-    with initialize_config_dir(config_dir=str(ROOT / "verl_ext" / "config"), version_base=None):
-        return compose("verl_ext_trainer", overrides=[search, f"+coba={setting}", *overrides])
-
-
-def _check(cfg) -> None:
-    from verl.trainer.ppo.utils import need_critic, need_reference_policy
-    from verl.utils.config import validate_config
-
-    from verl_ext.trainer.components import validate_axes
-
-    validate_axes(cfg)
-    validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+    return compose_recipe("coba", setting, *overrides)
 
 
 def _budget(cfg) -> int:
@@ -81,7 +63,7 @@ def test_setting_has_the_paper_hyperparameters(setting):
     alloc = cfg.allocator
     assert (alloc.name, alloc.min_n, alloc.max_n, alloc.kappa, alloc.gamma) == ("coba", 2, 128, 11, 10)
     assert (alloc.window, alloc.history, alloc.schedule) == (1, 1, "failure") and cfg.selector.name == "uniform"
-    _check(cfg)
+    check_recipe(cfg)
 
 
 @functools.cache
@@ -102,7 +84,7 @@ def test_baselines_differ_only_in_the_allocator(baseline):
     if name in ("knapsack", "coba_official"):
         assert (alloc.min_n, alloc.max_n) == (2, 128)
     assert {k: v for k, v in cfg.items() if k != "allocator"} == _default_without_allocator()
-    _check(cfg)
+    check_recipe(cfg)
 
 
 def test_cpu_preset_composes_for_the_cpu():
@@ -114,7 +96,7 @@ def test_cpu_preset_composes_for_the_cpu():
     assert (cfg.allocator.name, cfg.allocator.min_n, cfg.allocator.max_n) == ("coba", 2, 8)
     assert cfg.data.train_files == "data/coba_cpu/arithmetic/train.parquet" and rollout.val_kwargs.top_p == 0.9
     assert cfg.actor_rollout_ref.actor.clip_ratio_high == 0.28 and cfg.trainer.total_training_steps == 3
-    _check(cfg)
+    check_recipe(cfg)
 
 
 def _launch(script: str, *args: str, **env: str) -> subprocess.CompletedProcess:
@@ -193,7 +175,7 @@ def test_budget_sweep_composes(budget):
         assert (_budget(cfg), cfg.actor_rollout_ref.rollout.n) == (budget, budget // 256)
         if cfg.allocator.name == "fixed":
             assert set(build_allocator(cfg.allocator, 0).allocate(0, list(range(256)), budget)) == {budget // 256}
-        _check(cfg)
+        check_recipe(cfg)
 
 
 def test_cpu_launcher_dry_run():
