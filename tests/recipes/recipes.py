@@ -26,3 +26,15 @@ def check_recipe(cfg) -> None:
 
     validate_axes(cfg)
     validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+
+
+def check_scripts(scripts) -> None:
+    """``bash -n`` passes on every script; launchers (all but ``common.sh``) are executable and strict."""
+    import os
+    import subprocess
+
+    for script in scripts:
+        proc = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+        assert proc.returncode == 0, f"{script}: {proc.stderr}"
+        if script.name != "common.sh":
+            assert os.access(script, os.X_OK) and "set -euo pipefail" in script.read_text(), script

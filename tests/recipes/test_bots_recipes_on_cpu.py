@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from tests.recipes.recipes import RECIPES, ROOT, SCRIPTS, check_recipe, compose_recipe
+from tests.recipes.recipes import RECIPES, ROOT, SCRIPTS, check_recipe, check_scripts, compose_recipe
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")
 
@@ -166,8 +166,4 @@ def test_cpu_launcher_dry_run():
 def test_scripts_parse():
     scripts = sorted(SCRIPTS.glob("bots/*.sh")) + [SCRIPTS / "ray_cluster.sh"]
     assert len(scripts) == 11
-    for script in scripts:
-        proc = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
-        assert proc.returncode == 0, f"{script}: {proc.stderr}"
-        if script.name != "common.sh":
-            assert os.access(script, os.X_OK) and "set -euo pipefail" in script.read_text(), script
+    check_scripts(scripts)

@@ -8,7 +8,7 @@ import os
 import subprocess
 
 import pytest
-from tests.recipes.recipes import RECIPES, ROOT, SCRIPTS, check_recipe, compose_recipe
+from tests.recipes.recipes import RECIPES, ROOT, SCRIPTS, check_recipe, check_scripts, compose_recipe
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")
 
@@ -196,8 +196,4 @@ def test_prepare_data_dry_run(tmp_path):
 def test_scripts_parse():
     scripts = sorted(SCRIPTS.glob("coba/*.sh")) + [SCRIPTS / "common.sh"]
     assert len(scripts) == 9
-    for script in scripts:
-        proc = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
-        assert proc.returncode == 0, f"{script}: {proc.stderr}"
-        if script.name != "common.sh":
-            assert os.access(script, os.X_OK) and "set -euo pipefail" in script.read_text(), script
+    check_scripts(scripts)
