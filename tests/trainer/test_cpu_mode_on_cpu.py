@@ -80,6 +80,7 @@ def test_overrides_compose_with_verl_config():
     try:
         with initialize_config_module(config_module="verl.trainer.config", version_base=None):
             cfg = compose("ppo_trainer", overrides=[*cpu_overrides(), "actor_rollout_ref.model.path=/m"])
+            two_ranks = compose("ppo_trainer", overrides=[*cpu_overrides(), "trainer.n_gpus_per_node=2"])
     finally:
         GlobalHydra.instance().clear()
     assert cfg.trainer.device == "cpu" and cfg.actor_rollout_ref.rollout.name == "hf"
@@ -89,6 +90,7 @@ def test_overrides_compose_with_verl_config():
     env_vars = cfg.ray_kwargs.ray_init.runtime_env.env_vars
     assert env_vars.VERL_PLATFORM == "cpu" and env_vars.VERL_USE_EXTERNAL_MODULES == PLUGIN_MODULE
     assert cfg.ray_kwargs.ray_init.num_gpus == 1
+    assert two_ranks.ray_kwargs.ray_init.num_gpus == 2  # one logical GPU per actor rank, whatever the order
 
 
 PROBE = r"""

@@ -107,7 +107,7 @@ class _FakeActorProcess:
 
     def __init__(self, module, global_steps):
         adapter = hf_rollout.HFServerAdapter.__new__(hf_rollout.HFServerAdapter)  # no verl config needed here
-        adapter.global_steps, adapter.sleeping = global_steps, False
+        adapter.global_steps, adapter.sleeping, adapter.module_copy = global_steps, False, None
         engine = type("Engine", (), {"module": module})()
         worker = type("Worker", (), {"rollout": adapter, "actor": type("Actor", (), {"engine": engine})()})()
         self.worker_dict = {"actor_rollout": worker}
@@ -335,3 +335,32 @@ def test_occurrence_counts_reset_with_the_weight_version(tiny_lm, monkeypatch):
     worker.rollout.global_steps = 1  # back to version 1: counting restarts at occurrence 0
     assert one() == first and one() == second
     assert at_two not in (first, second)
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_module_copy_loads_the_synced_weights_and_samples_like_the_source(tied):
+    torch.manual_seed(1)
+    cfg = LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128, pad_token_id=0,
+                      eos_token_id=2, tie_word_embeddings=tied)
+    source = LlamaForCausalLM(cfg)
+    copy = hf_rollout.load_module_copy(None, cfg, iter(source.state_dict().items()))  # as verl's weight sync yields
+    assert copy is not source and not copy.training
+    for name, p in source.state_dict().items():
+        assert torch.equal(copy.state_dict()[name], p), name
+    with torch.no_grad():
+        source.lm_head.weight.add_(0.5)  # a training step later: the same copy is reloaded in place
+    again = hf_rollout.load_module_copy(copy, cfg, iter(source.state_dict().items()))
+    assert again is copy and torch.equal(copy.lm_head.weight, source.lm_head.weight)
+    params = SamplingParams(temperature=1.0)
+    kwargs = dict(max_new_tokens=6, params=params, eos_token_ids=NO_EOS, pad_token_id=0, seeds=[3, 4, 5])
+    assert [g.token_ids for g in generate_batch(copy, PROMPTS, **kwargs)] == \
+        [g.token_ids for g in generate_batch(source, PROMPTS, **kwargs)]
+
+
+def test_module_copy_refuses_partial_or_foreign_weights(tiny_lm):
+    weights = dict(tiny_lm.state_dict())
+    with pytest.raises(KeyError, match="no tensor for"):
+        hf_rollout.load_module_copy(None, tiny_lm.config, iter(list(weights.items())[:-1]))
+    with pytest.raises(KeyError, match="not a parameter"):
+        hf_rollout.load_module_copy(None, tiny_lm.config, iter([*weights.items(), ("extra.weight", torch.zeros(1))]))

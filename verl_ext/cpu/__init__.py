@@ -32,7 +32,8 @@ What each piece is for (verl 0.9.1 file:line)
 * ``VERL_ENGINE_DEVICE=cuda`` / ``VERL_ENGINE_VENDOR=nvidia``: the FSDP engines are registered for
   ``cuda``/``npu`` only; these are verl's own lookup override (``workers/engine/base.py:405-408``).
   Only the registry key changes: the engine then runs on the platform's ``cpu`` device.
-* ``ray_init.num_gpus=1`` (logical) and a generous ``num_cpus``: verl places each rank in a bundle
+* ``ray_init.num_gpus=${trainer.n_gpus_per_node}`` (logical GPUs, one per actor rank) and a generous
+  ``num_cpus``: verl places each rank in a bundle
   ``{"CPU": 1, "GPU": 1}`` (``single_controller/ray/base.py:146-150``) and starts many 1-CPU
   helper actors; on a 2-core host Ray would otherwise refuse to schedule them.
 * ``ray_init.address=local``: always a private Ray instance (the fake GPU must be declared when it
@@ -66,7 +67,10 @@ What each piece is for (verl 0.9.1 file:line)
 Verified end to end (``scripts/cpu_grpo_smoke.sh``, ``tests/trainer/test_cpu_grpo_on_cpu.py``): GRPO,
 with and without a reference model (``use_kl_loss``), validation (greedy), checkpoint saving.
 
-Limits: one actor rank (``trainer.n_gpus_per_node=1``), synchronous trainer modes only (the rollout
+Data parallelism: ``trainer.n_gpus_per_node=K`` runs K actor ranks (processes, FSDP2 over gloo), each
+generating its share of the rollouts with the ``hf`` backend and using ``cores / K`` threads.
+
+Limits: one node, synchronous trainer modes only (the rollout
 runs inside the actor process), text-only models; see :mod:`verl_ext.cpu.hf_rollout`. No critic
 (GAE): verl loads value-head models with a hard-coded ``attn_implementation="flash_attention_2"``
 (``utils/model.py:649,674``), which fails without CUDA.
@@ -149,7 +153,7 @@ def cpu_overrides(
         "trainer.nnodes=1",
         "trainer.n_gpus_per_node=1",
         f"++ray_kwargs.ray_init.num_cpus={int(ray_num_cpus)}",
-        "++ray_kwargs.ray_init.num_gpus=1",
+        "++ray_kwargs.ray_init.num_gpus=${trainer.n_gpus_per_node}",  # one logical GPU per actor rank
         "++ray_kwargs.ray_init.address=local",
         "++ray_kwargs.ray_init.include_dashboard=False",
         *[f"{ENV_PREFIX}{k}={_hydra_quote(v)}" for k, v in env.items()],

@@ -7,8 +7,11 @@ This module provides the three pieces a backend needs (see ``workers/rollout/bas
 
 * :class:`HFServerAdapter` (``BaseRollout``), built by every hybrid actor worker through
   ``_ROLLOUT_REGISTRY[("hf", "async")]`` (``workers/engine_workers.py:667``). Nothing is copied on a
-  weight sync: generation uses the actor's own module, so ``update_weights`` only records
-  ``global_steps`` (the weight version reported to the trainer for staleness metrics).
+  weight sync with one actor rank: generation uses the actor's own module, so ``update_weights``
+  only records ``global_steps`` (the weight version reported to the trainer for staleness metrics).
+  With several data-parallel ranks a lone rank cannot run the sharded module (the others would have
+  to join each all-gather), so every rank keeps a full copy of the policy, reloaded from verl's
+  weight-sync generator (:func:`load_module_copy`), and generates its own share of the requests.
 * :class:`HFServer`, an async Ray actor with verl's server interface: ``generate(request_id,
   prompt_ids, sampling_params, ...) -> TokenOutput`` plus no-op lifecycle methods. Requests that
   arrive together (verl's agent loop sends all ``n`` samples of every prompt at once) are grouped
@@ -44,9 +47,9 @@ batch (size, tokens, seconds). ``VERL_EXT_HF_ROLLOUT_MAX_BATCH`` (64),
 ``VERL_EXT_HF_ROLLOUT_BATCH_WAIT_S`` (0.1) and ``VERL_EXT_HF_ROLLOUT_BATCH_MAX_WAIT_S`` (2.0) tune
 how requests are grouped: a batch starts once no request arrived for ``BATCH_WAIT_S``.
 
-Limits: synchronous (colocated) training only, and one actor rank (``n_gpus_per_node * nnodes ==
-1``): with FSDP over several ranks a lone rank cannot run a forward pass, since the others must
-join each all-gather. The generate call runs inside the actor process through
+Limits: synchronous (colocated) training only, one actor rank per replica (rollout tp = dp = pp
+= 1; verl then builds one replica per rank and balances requests over them). The generate call runs
+inside the actor process through
 ``__ray_call__`` (the mechanism vLLM's replica uses to query its workers), so it cannot overlap
 with training; that is exactly what sync mode expects.
 """
@@ -275,14 +278,25 @@ def generate_batch(
 from verl.workers.rollout.base import BaseRollout  # noqa: E402
 
 
+def _world_size() -> int:
+    return torch.distributed.get_world_size() if torch.distributed.is_initialized() else 1
+
+
 class HFServerAdapter(BaseRollout):
-    """The rollout object inside each hybrid actor worker: nothing to load, release or copy."""
+    """The rollout object inside each hybrid actor worker.
+
+    One actor rank: nothing to load, release or copy (generation uses the actor's own module).
+    Several ranks: each keeps a full, unsharded copy of the policy (:attr:`module_copy`) and reloads
+    it on every weight sync, since a lone FSDP rank cannot run a forward pass of the sharded module.
+    """
 
     def __init__(self, config, model_config, device_mesh, *args, **kwargs):
         super().__init__(config, model_config, device_mesh, *args, **kwargs)
+        self.model_config = model_config
         self.global_steps: int = 0
         self.sleeping = False
         self.sample_counts: tuple[int, dict] = (0, {})  # (weight version, occurrences per request key)
+        self.module_copy: Optional[torch.nn.Module] = None
 
     async def resume(self, tags: list[str]):
         self.sleeping = False
@@ -291,10 +305,40 @@ class HFServerAdapter(BaseRollout):
         self.sleeping = True
 
     async def update_weights(self, weights: Generator, wire_format: str = "named_tensors", **kwargs):
-        # Colocated: the rollout *is* the actor's module, so the lazy generator is never consumed.
+        # Every rank runs this (ONE_TO_ALL, engine_workers.py:727): the generator all-gathers each
+        # tensor, so with several ranks all of them consume it in the same order.
+        if _world_size() > 1:
+            self.module_copy = load_module_copy(self.module_copy, self.model_config.hf_config, weights)
         steps = kwargs.get("global_steps")
         if steps is not None:
             self.global_steps = int(steps)
+
+
+def load_module_copy(module: Optional[torch.nn.Module], hf_config, weights) -> torch.nn.Module:
+    """Load ``(name, full tensor)`` pairs (HF names) into ``module``, built from ``hf_config`` when ``None``.
+
+    Every parameter must be given exactly once (a tied weight counts as given under either name),
+    and every given name must exist: a partial copy would silently sample from a mixed policy.
+    """
+    if module is None:
+        from transformers import AutoModelForCausalLM
+
+        module = AutoModelForCausalLM.from_config(hf_config, torch_dtype=torch.float32, attn_implementation="sdpa")
+        module.eval().requires_grad_(False)
+    state = module.state_dict(keep_vars=True)
+    loaded: set[int] = set()
+    with torch.no_grad():
+        for name, tensor in weights:
+            if name not in state:
+                raise KeyError(f"weight sync: {name!r} is not a parameter of the rollout copy "
+                               f"({type(module).__name__})")
+            target = state[name]
+            target.data.copy_(tensor.to(device=target.device, dtype=target.dtype))
+            loaded.add(id(target))
+    missing = [n for n, p in module.named_parameters() if id(p) not in loaded]
+    if missing:
+        raise KeyError(f"weight sync: no tensor for {missing[:5]} ({len(missing)} parameters)")
+    return module
 
 
 def _find_rollout_worker(actor_process) -> Any:
@@ -345,10 +389,6 @@ def _fsdp_unsharded(module: torch.nn.Module):
                 g.post_forward_mesh_info = info
 
 
-def _worker_world_size(actor_process) -> int:
-    return torch.distributed.get_world_size() if torch.distributed.is_initialized() else 1
-
-
 def _generate_on_worker(
     actor_process,
     prompts: list[list[int]],
@@ -366,7 +406,8 @@ def _generate_on_worker(
     """
     w = _find_rollout_worker(actor_process)
     start = time.perf_counter()
-    module = w.actor.engine.module
+    copy = w.rollout.module_copy
+    module = w.actor.engine.module if copy is None else copy
     version = int(w.rollout.global_steps)
     seeds = None
     if base_seed is not None and params.do_sample:
@@ -380,7 +421,7 @@ def _generate_on_worker(
             counts[key] = occurrence + 1
             seeds.append(request_seed(base_seed, version, prompt, params, cap, occurrence))
         w.rollout.sample_counts = (version, counts)
-    with _fsdp_unsharded(module):
+    with _fsdp_unsharded(module) if copy is None else contextlib.nullcontext():
         gens = generate_batch(
             module,
             prompts,
@@ -570,13 +611,10 @@ class HFReplica(RolloutReplica):
     """One :class:`HFServer` per actor rank (hybrid mode only)."""
 
     async def launch_servers(self):
-        if not self.workers:
-            raise NotImplementedError("the hf rollout backend only runs colocated with the actor (hybrid mode)")
-        world = await self.workers[0].__ray_call__.remote(_worker_world_size)
-        if world != 1:
+        if len(self.workers) != 1:
             raise NotImplementedError(
-                f"the hf rollout backend needs a single actor rank, got world size {world}: set "
-                "trainer.n_gpus_per_node=1 trainer.nnodes=1"
+                f"the hf rollout backend serves one actor rank per replica (rollout tp = dp = pp = 1), got "
+                f"{len(self.workers)} workers (hybrid mode only)"
             )
         eos, pad = await self.workers[0].__ray_call__.remote(_special_ids_on_worker)
         name = f"hf_server_{self.replica_rank}{self.name_suffix}_{os.getpid()}"

@@ -10,7 +10,8 @@ never uses that module does not pay for importing it, and modules that later bin
    ``"cpu:gloo,cpu:gloo"``, which ``torch.distributed`` rejects ("Duplicate device type cpu"). Its
    caller (``workers/engine_workers.py:89``) passes no backend, so the default becomes
    ``"cpu:gloo"``. ``initialize_global_process_group`` (``utils/distributed.py:62-75``, used by the
-   SFT trainer) has no backend argument; its ``init_process_group`` call gets the same fix.
+   SFT trainer) has no backend argument; its ``init_process_group`` call gets the same fix. Once the
+   group exists, each actor rank takes its share of the cores (``LOCAL_WORLD_SIZE`` ranks on a host).
 2. ``verl.utils.fsdp_utils.CPUOffloadPolicy``: the FSDP engine always builds
    ``CPUOffloadPolicy(pin_memory=True)`` for forward-only models, i.e. the reference policy
    (``workers/engine/fsdp/transformer_impl.py:459-463``); pinning needs an accelerator ("Cannot
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import importlib.abc
+import os
 import sys
 from typing import Callable
 
@@ -102,7 +104,9 @@ def _patch_distributed(vdist) -> None:
 
     @functools.wraps(original_ray)
     def initialize_global_process_group_ray(timeout_second=None, backend=None):
-        return original_ray(timeout_second=timeout_second, backend=_dedupe_backend(backend))
+        out = original_ray(timeout_second=timeout_second, backend=_dedupe_backend(backend))
+        _share_cores(int(os.environ.get("LOCAL_WORLD_SIZE") or os.environ.get("RAY_LOCAL_WORLD_SIZE") or 1))
+        return out
 
     vdist.initialize_global_process_group_ray = initialize_global_process_group_ray
 
@@ -122,6 +126,15 @@ def _patch_distributed(vdist) -> None:
             torch.distributed.init_process_group = init
 
     vdist.initialize_global_process_group = initialize_global_process_group
+
+
+def _share_cores(ranks_on_host: int) -> None:
+    """Split the host's cores between the actor ranks on it (``OMP_NUM_THREADS`` is per process)."""
+    import torch
+
+    if ranks_on_host > 1:
+        cores = int(os.environ.get("OMP_NUM_THREADS") or os.cpu_count() or 1)
+        torch.set_num_threads(max(1, cores // ranks_on_host))
 
 
 def _patch_offload_policy(fsdp_utils) -> None:
