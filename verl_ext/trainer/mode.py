@@ -6,8 +6,8 @@ Only small methods of ``PPOTrainerSync`` are overridden (``trainer/ppo/v1/traine
 ``_build_replay_buffer``               keeps verl's sync semantics (TB compares the mode with ``"sync"``)
 ``_init_dataloader``                   builds the task pool (``extra_info``) and the three components
 ``_next_train_batch``                  selector -> stable indices, allocator -> per-prompt ``__rollout_n__``
-``_balance_batch`` /                   pad to the mini-batch plan of the real rollouts
-``_get_required_batch_multiple``       (:mod:`verl_ext.trainer.batching`)
+``_balance_batch`` /                   pad to the mini-batch plan of the real rollouts (micro-batch
+``_get_required_batch_multiple``       multiples per rank, padding spread; :mod:`verl_ext.trainer.batching`)
 ``_compute_advantage``                 after verl's advantages: ``update`` of selector and allocator,
                                        rollout filter ``select``, ``data_selection/*`` metrics
 ``_update_critic`` / ``_update_actor`` the filtered rollouts only, mini-batches of the plan, per-sample
@@ -49,7 +49,9 @@ from verl.utils.debug import marked_timer
 
 from verl_ext.axes import RolloutView, StepResults
 from verl_ext.trainer import per_sample, records
-from verl_ext.trainer.batching import MiniBatchPlan, plan_mini_batches, real_rows_per_row
+from verl_ext.trainer.batching import (
+    MiniBatchPlan, fixed_micro_batch_size, mini_batch_tokens, plan_mini_batches, real_rows_per_row, spread_padding,
+)
 from verl_ext.trainer.components import build_axes, rollout_budget, task_pool
 from verl_ext.trainer.metrics import selection_metrics
 
@@ -75,6 +77,7 @@ class _Step:
     entropy: np.ndarray | None = None
     plan: MiniBatchPlan | None = None  # of the actor update
     update_rows: int = 0  # rows the actor loss saw (padding included, summed over ppo_epochs)
+    update: dict = field(default_factory=dict)  # per row the loss saw: position (-1: padding), divisor, tokens
 
 
 def _as_list(value) -> list:
@@ -100,6 +103,7 @@ class DataSelectionTrainer(PPOTrainerSync):
         self._step: _Step | None = None
         self._plan: MiniBatchPlan | None = None
         self._dp_size = 1
+        self._micro = fixed_micro_batch_size(config, self.use_reference_policy, self.use_critic)
         self._rows_to_balance = 0
 
     # ------------------------------------------------------------------ setup
@@ -147,12 +151,17 @@ class DataSelectionTrainer(PPOTrainerSync):
     # ------------------------------------------------------------------ batch accounting
     def _balance_batch(self, batch, metrics, logging_prefix="global_seqlen", keep_minibatch=False):
         self._rows_to_balance = sum(not t.get("is_padding", False) for t in batch.tags)
-        return super()._balance_batch(batch, metrics, logging_prefix=logging_prefix, keep_minibatch=keep_minibatch)
+        batch = super()._balance_batch(batch, metrics, logging_prefix=logging_prefix, keep_minibatch=keep_minibatch)
+        if self._plan.num_mini_batches > 1:
+            is_padding = np.array([t.get("is_padding", False) for t in batch.tags], dtype=bool)
+            batch.reorder(spread_padding(is_padding, self._plan.mini_batch_size, self._dp_size).tolist())
+        return batch
 
     def _get_required_batch_multiple(self, dp_size: int) -> int:
         config = self.config.actor_rollout_ref
         target = int(config.actor.ppo_mini_batch_size) * int(config.rollout.n)
-        self._plan, self._dp_size = plan_mini_batches(self._rows_to_balance, target, dp_size), dp_size
+        self._plan = plan_mini_batches(self._rows_to_balance, target, dp_size, self._micro)
+        self._dp_size = dp_size
         return self._plan.padded_size
 
     @contextmanager
@@ -226,6 +235,9 @@ class DataSelectionTrainer(PPOTrainerSync):
             super()._update_actor(train, metrics)
 
         step.update_rows = len(stats.get(per_sample.POS, []))
+        step.update = {k.split("/")[-1]: stats[k] for k in (per_sample.POS, per_sample.DIVISOR, per_sample.MB_TOKENS)
+                       if k in stats}
+        self._check_layout(train, stats)
         step.clipfrac, step.entropy = per_sample.per_position(stats, step.kept)
         if step.entropy is None:  # the update computed no entropy: use the old-log-prob pass
             step.entropy = self._old_entropy(batch.partition_id, [step.keys[i] for i in step.kept])
@@ -261,6 +273,23 @@ class DataSelectionTrainer(PPOTrainerSync):
         batch.fields = meta.fields  # the workers fetch only the listed fields
         return batch
 
+    def _check_layout(self, batch: KVBatchMeta, stats: dict) -> None:
+        """Every trained row sat in the mini-batch the plan assigns it (verl's ``batch_num_tokens`` of
+        the row's mini-batch equals the plan's count): the ``mb_real_rows`` divisors are then right."""
+        if self.config.actor_rollout_ref.actor.shuffle or per_sample.MB_TOKENS not in stats:
+            return
+        pos_of = {k: i for i, k in enumerate(self._step.keys)}
+        length = self._step.view.response_length
+        tokens = np.array([length[pos_of[k]] if k in pos_of else 0 for k in batch.keys], dtype=np.int64)
+        expected = mini_batch_tokens(tokens, self._plan.mini_batch_size, self._dp_size)
+        reported = dict(zip(stats[per_sample.POS], stats[per_sample.MB_TOKENS]))
+        wrong = [(k, reported.get(pos_of[k]), int(e)) for k, e in zip(batch.keys, expected)
+                 if k in pos_of and reported.get(pos_of[k]) != e]
+        if wrong:
+            raise RuntimeError(f"step {self.global_steps}: verl split the actor batch differently from the "
+                               f"mini-batch plan {self._plan} (dp={self._dp_size}); (key, verl's mini-batch tokens, "
+                               f"planned) {wrong[:4]}")
+
     def _old_entropy(self, partition_id: str, keys: list[str]) -> np.ndarray:
         dense = tq.kv_batch_get(keys=keys, partition_id=partition_id,
                                 select_fields=["entropy", "response_mask"]).to_padded_tensor()
@@ -277,10 +306,12 @@ class DataSelectionTrainer(PPOTrainerSync):
                 "tasks": step.tasks.tolist(), "counts": step.counts.tolist(),
                 "rollout_task": v.task_index.tolist(), "rollout_group": v.group.tolist(),
                 "rollout_reward": v.reward.tolist(), "rollout_advantage": v.advantage.tolist(),
+                "rollout_length": v.response_length.tolist(),
                 "kept": step.kept.tolist(),
                 "actor_mini_batches": None if step.plan is None else {
                     "rows": step.plan.rows, "num": step.plan.num_mini_batches, "size": step.plan.mini_batch_size},
                 "actor_update_rows": step.update_rows,
+                "actor_update": step.update,
                 "clipfrac": None if step.clipfrac is None else step.clipfrac.tolist(),
                 "entropy": None if step.entropy is None else step.entropy.tolist(),
             })

@@ -14,7 +14,9 @@ trainer, which pops them (:func:`pop_per_sample`) before verl reduces the rest.
   old-log-prob pass (same weights before the first optimizer step).
 
 The loss also sets the ``seq-mean-*`` divisor to the real rows of the mini-batch (``mb_real_rows``,
-see :mod:`verl_ext.trainer.batching`).
+see :mod:`verl_ext.trainer.batching`) and reports verl's token count of the row's mini-batch
+(``per_sample/mb_tokens``, with the divisor it used, ``per_sample/divisor``), with which the trainer
+checks that verl laid the rows out as planned.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from verl.workers.utils.losses import ppo_loss
 from verl.workers.utils.padding import no_padding_2_padding
 
 POS, CLIPFRAC, ENTROPY = "per_sample/pos", "per_sample/clipfrac", "per_sample/entropy"
+MB_TOKENS = "per_sample/mb_tokens"  # verl's batch_num_tokens of the row's mini-batch (all ranks)
+DIVISOR = "per_sample/divisor"  # the seq-mean divisor (global_batch_size) the row's loss used
 SAMPLE_POS, MB_REAL_ROWS = "sample_pos", "mb_real_rows"
 
 
@@ -54,9 +58,12 @@ def _per_sample(config, model_output, data) -> dict[str, list]:
     high = config.clip_ratio_high if config.clip_ratio_high is not None else config.clip_ratio
     clipped = (-adv * torch.clamp(ratio, 1 - low, 1 + high)) > (-adv * ratio)
     tokens = mask.sum(-1).clamp(min=1)
+    pos = data[SAMPLE_POS].reshape(-1).tolist()
     out = {
-        POS: data[SAMPLE_POS].reshape(-1).tolist(),
+        POS: pos,
         CLIPFRAC: ((clipped & mask).sum(-1) / tokens).tolist(),
+        MB_TOKENS: [int(data["batch_num_tokens"])] * len(pos),
+        DIVISOR: [int(data["global_batch_size"])] * len(pos),
     }
     entropy = model_output.get("entropy", None)
     if entropy is not None:
@@ -77,7 +84,7 @@ def _flat(values) -> list:
 
 def pop_per_sample(metrics: dict) -> dict[str, list]:
     """Remove the ``per_sample/*`` lists from an ``update_actor`` metrics dict (flattened)."""
-    return {k: _flat(metrics.pop(k)) for k in (POS, CLIPFRAC, ENTROPY) if k in metrics}
+    return {k: _flat(metrics.pop(k)) for k in (POS, CLIPFRAC, ENTROPY, MB_TOKENS, DIVISOR) if k in metrics}
 
 
 def per_position(stats: dict[str, list], positions: Iterable[int]) -> tuple[np.ndarray, np.ndarray | None]:
