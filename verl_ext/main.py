@@ -73,9 +73,12 @@ def run(config) -> None:
     from verl.utils.device import auto_set_device
 
     from verl_ext.trainer.components import validate_axes, validate_training_data
+    from verl_ext.trainer.startup_checks import check_supported, check_validation_files
 
+    check_supported(config)
     validate_axes(config)
     validate_training_data(config)
+    check_validation_files(config)
     log_to_file(config)
     if not config.trainer.use_v1:
         raise ValueError("verl_ext needs verl's v1 trainer (trainer.use_v1=true)")
@@ -87,6 +90,9 @@ def run(config) -> None:
 
 @hydra.main(config_path="config", config_name="verl_ext_trainer", version_base=None)
 def _hydra_main(config) -> None:
+    from verl_ext.trainer.startup_checks import check_hydra_recipes
+
+    check_hydra_recipes(config)  # needs the running app: which recipe files were composed
     run(config)
 
 

@@ -10,11 +10,17 @@ ROOT = Path(project_root())
 RECIPES, SCRIPTS = ROOT / "recipes", ROOT / "scripts"
 
 
-def compose_recipe(group: str, setting: str, *overrides: str):
-    """What ``python -m verl_ext.main --config-dir recipes +GROUP=SETTING OVERRIDES`` composes."""
-    search = f"hydra.searchpath=[pkg://verl.trainer.config,file://{RECIPES}]"
+def compose_recipe(group: str, setting: str, *overrides: str, recipes: Path = RECIPES):
+    """What ``python -m verl_ext.main --config-dir recipes +GROUP=SETTING OVERRIDES`` composes, with the
+    start-up check of the recipe's keys (typos, mandatory ``???`` values)."""
+    from verl_ext.trainer.startup_checks import check_recipe_keys, recipe_chain
+
+    search = f"hydra.searchpath=[pkg://verl.trainer.config,file://{recipes}]"
+    files, choices = recipe_chain(recipes / group / f"{setting}.yaml")
     with initialize_config_dir(config_dir=str(ROOT / "verl_ext" / "config"), version_base=None):
-        return compose("verl_ext_trainer", overrides=[search, f"+{group}={setting}", *overrides])
+        cfg = compose("verl_ext_trainer", overrides=[search, f"+{group}={setting}", *overrides])
+        check_recipe_keys(compose("verl_ext_trainer", overrides=[search, *choices]), files, overrides)
+    return cfg
 
 
 def check_recipe(cfg) -> None:
@@ -23,7 +29,9 @@ def check_recipe(cfg) -> None:
     from verl.utils.config import validate_config
 
     from verl_ext.trainer.components import validate_axes
+    from verl_ext.trainer.startup_checks import check_supported
 
+    check_supported(cfg)
     validate_axes(cfg)
     validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
 

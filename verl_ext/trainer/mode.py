@@ -19,9 +19,10 @@ Only small methods of ``PPOTrainerSync`` are overridden (``trainer/ppo/v1/traine
 
 The filter cuts the batch at the actor update: verl computes old log-probs, advantages (grouped by
 ``uid``, so unequal group sizes are fine), the critic update and the logged metrics on every
-rollout; the actor learns from the kept ones. Not supported (checked at start): DAPO
-``algorithm.filter_groups`` and ``sync_refill_failed_groups`` (use a rollout filter), distillation,
-a critic whose ``ppo_mini_batch_size`` differs from the actor's.
+rollout; the actor learns from the kept ones. Not supported (refused before Ray starts,
+:func:`verl_ext.trainer.startup_checks.check_supported`): async modes, ``parameter_sync_step > 1``,
+refills, DAPO ``algorithm.filter_groups`` (use a rollout filter), distillation, a critic whose
+``ppo_mini_batch_size`` differs from the actor's.
 """
 
 from __future__ import annotations
@@ -39,7 +40,6 @@ import transfer_queue as tq
 from tensordict import TensorDict
 from transfer_queue import KVBatchMeta
 
-from verl.trainer.distillation import is_distillation_enabled
 from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 from verl.utils import tensordict_utils as tu
@@ -54,6 +54,7 @@ from verl_ext.trainer.batching import (
 )
 from verl_ext.trainer.components import build_axes, rollout_budget, task_pool
 from verl_ext.trainer.metrics import selection_metrics
+from verl_ext.trainer.startup_checks import check_supported
 
 logger = logging.getLogger(__name__)
 
@@ -87,19 +88,8 @@ def _as_list(value) -> list:
 @register_trainer(TRAINER_MODE)
 class DataSelectionTrainer(PPOTrainerSync):
     def __init__(self, config):
+        check_supported(config)  # verl_ext.main ran it before Ray; here for verl's own entry point too
         super().__init__(config)
-        unsupported = {
-            "algorithm.filter_groups.enable": bool((config.algorithm.get("filter_groups") or {}).get("enable", False)),
-            "trainer.v1.sampler.sync_refill_failed_groups": bool(
-                config.trainer.v1.sampler.get("sync_refill_failed_groups", False)),
-            "distillation": is_distillation_enabled(config.get("distillation")),
-        }
-        on = [k for k, v in unsupported.items() if v]
-        if on:
-            raise ValueError(f"trainer mode {TRAINER_MODE} does not support {on}; filter rollouts with rollout_filter=")
-        if self.use_critic and config.critic.ppo_mini_batch_size != config.actor_rollout_ref.actor.ppo_mini_batch_size:
-            raise ValueError(f"trainer mode {TRAINER_MODE} needs critic.ppo_mini_batch_size == actor's "
-                             "(both follow one mini-batch plan)")
         self._step: _Step | None = None
         self._plan: MiniBatchPlan | None = None
         self._dp_size = 1

@@ -1,0 +1,107 @@
+"""What ``python -m verl_ext.main`` refuses before Ray starts: unsupported settings, recipe typos, missing
+mandatory values, unusable validation files (no Ray here)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.recipes.recipes import RECIPES, ROOT, compose_recipe
+from verl_ext.trainer.startup_checks import check_supported, check_validation_files
+
+CPU_RECIPE = ("bots", "cpu_embedded", "actor_rollout_ref.model.path=/m")
+
+
+@pytest.mark.parametrize("override, named", [
+    ("trainer.v1.trainer_mode=colocate_async", "trainer.v1.trainer_mode=colocate_async"),
+    ("+trainer.v1.verl_ext.parameter_sync_step=2", "parameter_sync_step=2"),
+    ("trainer.v1.sampler.sync_refill_failed_groups=true", "sync_refill_failed_groups"),
+    ("algorithm.filter_groups.enable=true", "algorithm.filter_groups.enable"),
+    ("distillation.enabled=true", "distillation.enabled"),
+])
+def test_unsupported_settings_are_refused_by_name(override, named):
+    check_supported(compose_recipe(*CPU_RECIPE))  # the recipe itself is fine
+    with pytest.raises(ValueError, match="not supported by trainer mode verl_ext") as err:
+        check_supported(compose_recipe(*CPU_RECIPE, override))
+    assert named in str(err.value)
+
+
+def _recipes_with(tmp_path: Path, old: str, new: str) -> Path:
+    """A copy of recipes/ whose bots/cpu_embedded.yaml has ``old`` replaced by ``new``."""
+    copy = tmp_path / "recipes"
+    shutil.copytree(RECIPES, copy)
+    recipe = copy / "bots" / "cpu_embedded.yaml"
+    assert old in recipe.read_text()
+    recipe.write_text(recipe.read_text().replace(old, new, 1))
+    return copy
+
+
+@pytest.mark.parametrize("old, new, key, suggestion", [
+    ("  max_prompt_length: 256", "  max_prompt_lenght: 256", "data.max_prompt_lenght", "max_prompt_length"),
+    ("\ntrainer:\n", "\ntrainer:\n  v1:\n    trainer_mod: sync\n", "trainer.v1.trainer_mod", "trainer_mode"),
+])
+def test_a_typo_in_a_recipe_fails_naming_file_key_and_the_closest_key(tmp_path, old, new, key, suggestion):
+    recipes = _recipes_with(tmp_path, old, new)
+    with pytest.raises(ValueError, match="recipe config errors") as err:
+        compose_recipe(*CPU_RECIPE, recipes=recipes)
+    message = str(err.value)
+    assert str(recipes / "bots" / "cpu_embedded.yaml") in message and f"'{key}'" in message
+    assert f"did you mean {suggestion}" in message
+
+
+def test_free_form_places_and_the_recipe_section_accept_new_keys(tmp_path):
+    recipes = _recipes_with(tmp_path, "\nrecipe:\n", "\nrecipe:\n  anything: 1\n")
+    recipe = recipes / "bots" / "cpu_embedded.yaml"
+    recipe.write_text(recipe.read_text().replace(
+        "    enable_gradient_checkpointing: false",
+        "    enable_gradient_checkpointing: false\n    override_config:\n      attn_implementation: sdpa"))
+    cfg = compose_recipe(*CPU_RECIPE, recipes=recipes)
+    assert cfg.actor_rollout_ref.model.override_config.attn_implementation == "sdpa" and cfg.recipe.anything == 1
+
+
+def test_a_mandatory_recipe_value_must_be_given():
+    with pytest.raises(ValueError, match=r"actor_rollout_ref\.model\.path' is mandatory"):
+        compose_recipe("bots", "cpu_embedded")
+    with pytest.raises(ValueError, match=r"actor_rollout_ref\.model\.path' is mandatory"):
+        compose_recipe("coba", "cpu_embedded")
+
+
+def test_the_entry_point_refuses_a_recipe_typo_before_ray(tmp_path):
+    recipes = _recipes_with(tmp_path, "  test_freq: 3", "  test_freqq: 3")
+    proc = subprocess.run([sys.executable, "-m", "verl_ext.main", "--config-dir", str(recipes), "+bots=cpu_embedded",
+                           "actor_rollout_ref.model.path=/m"], capture_output=True, text=True, timeout=180, cwd=ROOT)
+    assert proc.returncode != 0
+    assert "'trainer.test_freqq' is not a config key" in proc.stderr and "did you mean test_freq" in proc.stderr
+    assert "ray init" not in proc.stdout + proc.stderr
+
+
+def _val_file(tmp_path: Path, rows: list[dict]) -> str:
+    path = tmp_path / "val.parquet"
+    pd.DataFrame(rows).to_parquet(path)
+    return str(path)
+
+
+GOOD_ROW = {"prompt": [{"role": "user", "content": "1+1?"}], "data_source": "math",
+            "reward_model": {"style": "rule", "ground_truth": "2"}, "extra_info": {"index": 0, "split": "test"}}
+
+
+def test_validation_files_are_checked_when_validation_runs(tmp_path):
+    missing = str(tmp_path / "nope.parquet")
+    cfg = compose_recipe(*CPU_RECIPE, f"data.val_files={missing}", "trainer.test_freq=-1",
+                         "trainer.val_before_train=false")
+    check_validation_files(cfg)  # no validation: nothing to read
+    with pytest.raises(FileNotFoundError, match="nope.parquet does not exist"):
+        check_validation_files(compose_recipe(*CPU_RECIPE, f"data.val_files=[{missing}]", "trainer.test_freq=5"))
+    good = _val_file(tmp_path, [GOOD_ROW])
+    check_validation_files(compose_recipe(*CPU_RECIPE, f"data.val_files={good}", "trainer.val_before_train=true"))
+    no_column = _val_file(tmp_path, [{k: v for k, v in GOOD_ROW.items() if k != "reward_model"}])
+    with pytest.raises(ValueError, match=r"no column\(s\) \['reward_model'\]"):
+        check_validation_files(compose_recipe(*CPU_RECIPE, f"data.val_files={no_column}"))
+    no_index = _val_file(tmp_path, [GOOD_ROW, {**GOOD_ROW, "extra_info": {"index": None, "split": "test"}}])
+    with pytest.raises(ValueError, match="row 1: extra_info.index is missing"):
+        check_validation_files(compose_recipe(*CPU_RECIPE, f"data.val_files={no_index}"))

@@ -1,0 +1,192 @@
+"""Checks ``python -m verl_ext.main`` runs on the composed config before Ray starts (no Ray, no GPU).
+
+* :func:`check_supported` - what trainer mode ``verl_ext`` cannot run: another ``trainer.v1.trainer_mode``
+  (the async modes), ``parameter_sync_step > 1``, prompt refills (``sync_refill_failed_groups``),
+  verl's DAPO ``algorithm.filter_groups`` (filter with ``rollout_filter=``), distillation, and a critic
+  whose mini-batch differs from the actor's.
+* :func:`check_recipe_keys` - every key a recipe YAML sets exists in the config composed without it
+  (a typo in a recipe composes silently otherwise: Hydra adds the key), and every ``???`` a recipe
+  declares is given on the command line (``???`` merged onto verl's default keeps the default).
+* :func:`check_validation_files` - local validation parquet files exist and have the columns verl reads.
+
+Keys a recipe may add: anything under a mapping the base declares empty (``override_config: {}``,
+``engine_kwargs``, ``reward_kwargs``, ...) or ``null`` (free-form places), and the top-level section
+``recipe`` (the recipe's own variables, e.g. ``recipe.data_dir``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import yaml
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+TRAINER_MODE = "verl_ext"
+RECIPE_SECTION = "recipe"
+MISSING = "???"
+
+
+# ------------------------------------------------------------------ unsupported settings
+def check_supported(config) -> None:
+    v1 = config.trainer.v1
+    problems = []
+    if v1.trainer_mode != TRAINER_MODE:
+        problems.append(f"trainer.v1.trainer_mode={v1.trainer_mode} (verl_ext.main runs trainer mode {TRAINER_MODE}, "
+                        "which is synchronous; the async modes are not supported)")
+    sync_step = (v1.get(v1.trainer_mode) or {}).get("parameter_sync_step", 1)
+    if int(sync_step) != 1:
+        problems.append(f"trainer.v1.{v1.trainer_mode}.parameter_sync_step={sync_step} (one update per step only)")
+    if (v1.get("sampler") or {}).get("sync_refill_failed_groups", False):
+        problems.append("trainer.v1.sampler.sync_refill_failed_groups=true (prompts are not refilled; "
+                        "the selector chooses every prompt of a step)")
+    if ((config.algorithm.get("filter_groups") or {}).get("enable", False)):
+        problems.append("algorithm.filter_groups.enable=true (filter rollouts with rollout_filter=)")
+    from verl.trainer.distillation import is_distillation_enabled
+    from verl.trainer.ppo.utils import need_critic
+
+    if is_distillation_enabled(config.get("distillation")):
+        problems.append("distillation.enabled=true")
+
+    if need_critic(config) and config.critic.ppo_mini_batch_size != config.actor_rollout_ref.actor.ppo_mini_batch_size:
+        problems.append("critic.ppo_mini_batch_size != actor_rollout_ref.actor.ppo_mini_batch_size (both follow "
+                        "one mini-batch plan)")
+    if problems:
+        raise ValueError("not supported by trainer mode verl_ext:\n  " + "\n  ".join(problems))
+
+
+# ------------------------------------------------------------------ recipe keys
+def _leaves(node, prefix: str = "") -> Iterable[tuple[str, object]]:
+    """``(dotted key, value)`` of every leaf of a plain YAML mapping (lists are leaves)."""
+    for key, value in node.items():
+        path = f"{prefix}.{key}" if prefix else str(key)
+        if isinstance(value, Mapping) and value:
+            yield from _leaves(value, path)
+        else:
+            yield path, value
+
+
+def recipe_values(path: str | os.PathLike) -> dict[str, object]:
+    """The keys a recipe file sets (its ``defaults`` list aside), dotted, with their values."""
+    data = yaml.safe_load(Path(path).read_text()) or {}
+    if not isinstance(data, Mapping):
+        raise ValueError(f"{path}: a recipe is a YAML mapping")
+    return dict(_leaves({k: v for k, v in data.items() if k != "defaults"}))
+
+
+def recipe_chain(path: str | os.PathLike) -> tuple[list[Path], list[str]]:
+    """The recipe file with the files of its group it includes through ``defaults`` (e.g. ``_common``),
+    and the group choices it overrides (``override /selector: bots`` -> ``selector=bots``)."""
+    path = Path(path)
+    data = yaml.safe_load(path.read_text()) or {}
+    files, choices = [], []
+    for entry in data.get("defaults", []) or []:
+        if isinstance(entry, str) and entry != "_self_":
+            more_files, more_choices = recipe_chain(path.parent / f"{entry}.yaml")
+            files, choices = files + more_files, choices + more_choices
+        elif isinstance(entry, Mapping):
+            for key, value in entry.items():
+                if str(key).startswith("override "):
+                    choices.append(f"{str(key)[len('override '):].strip().lstrip('/')}={value}")
+    return files + [path], choices
+
+
+def hydra_recipe_files() -> list[Path]:
+    """The recipe files of the running Hydra app: group choices found in a ``--config-dir`` directory."""
+    from hydra.core.hydra_config import HydraConfig
+
+    hc = HydraConfig.get()
+    dirs = [Path(s.path) for s in hc.runtime.config_sources if s.provider == "command-line" and s.schema == "file"]
+    files = []
+    for group, option in hc.runtime.choices.items():
+        for d in dirs:
+            if option and (d / group / f"{option}.yaml").is_file():
+                files.append(d / group / f"{option}.yaml")
+    return files
+
+
+def check_hydra_recipes(config) -> None:
+    """:func:`check_recipe_keys` for the running Hydra app (``python -m verl_ext.main``)."""
+    from hydra import compose
+    from hydra.core.hydra_config import HydraConfig
+
+    hc = HydraConfig.get()
+    files, choices = [], []
+    for recipe in hydra_recipe_files():
+        more_files, more_choices = recipe_chain(recipe)
+        files, choices = files + more_files, choices + more_choices
+    if files:
+        base = compose(config_name=hc.job.config_name, overrides=choices)
+        check_recipe_keys(base, files, hc.overrides.task)
+
+
+def _unknown(base, key: str) -> tuple[str, list[str]] | None:
+    """``None`` if ``key`` exists in ``base`` or lies in a free-form place; else (first unknown part, close
+    names among its siblings)."""
+    node, parts = base, key.split(".")
+    if parts[0] == RECIPE_SECTION and RECIPE_SECTION not in base:
+        return None
+    for i, part in enumerate(parts):
+        if node is None or (isinstance(node, DictConfig) and len(node) == 0):
+            return None  # free-form mapping: anything below is the user's
+        if not isinstance(node, DictConfig):
+            return ".".join(parts[:i]), []  # a value where the recipe expects a section
+        child = node._get_node(part, validate_access=False)  # not `in`: it says False for a ??? value
+        if child is None:
+            return ".".join(parts[: i + 1]), difflib.get_close_matches(part, [str(k) for k in node.keys()], n=3)
+        node = child if isinstance(child, (DictConfig, ListConfig)) else child._value()
+    return None
+
+
+def check_recipe_keys(base, recipe_files: Iterable[str | os.PathLike], command_line: Iterable[str] = ()) -> None:
+    """Every key the recipe files set exists in ``base`` (the config composed without them), and every
+    ``???`` they declare is set by an override in ``command_line``."""
+    given = {o.lstrip("+~").split("=", 1)[0] for o in command_line if "=" in o}
+    errors = []
+    for path in recipe_files:
+        for key, value in recipe_values(path).items():
+            unknown = _unknown(base, key)
+            if unknown is not None:
+                part, close = unknown
+                hint = f" (did you mean {' / '.join(close)}?)" if close else ""
+                errors.append(f"{path}: '{key}' is not a config key: '{part}' does not exist{hint}")
+            elif value == MISSING and key not in given:
+                errors.append(f"{path}: '{key}' is mandatory (???): pass {key}=... on the command line")
+    if errors:
+        raise ValueError("recipe config errors:\n  " + "\n  ".join(errors))
+
+
+# ------------------------------------------------------------------ validation data
+VAL_COLUMNS = ("prompt", "data_source", "reward_model", "extra_info")
+
+
+def check_validation_files(config) -> None:
+    """When validation runs (``trainer.test_freq > 0`` or ``val_before_train``), every local
+    ``data.val_files`` parquet file exists, is readable and has verl's columns with ``extra_info.index``."""
+    import pyarrow.parquet as pq
+
+    trainer = config.trainer
+    if not ((trainer.get("test_freq") or -1) > 0 or trainer.get("val_before_train", False)):
+        return
+    files = config.data.val_files
+    for path in (list(files) if isinstance(files, (list, tuple, ListConfig)) else [files]):
+        path = str(path)
+        if "://" in path or not path.endswith(".parquet"):
+            continue  # remote or other formats are checked when verl loads them
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"data.val_files: {path} does not exist (validation runs: trainer.test_freq="
+                                    f"{trainer.get('test_freq')}, val_before_train={trainer.get('val_before_train')})")
+        try:
+            table = pq.read_table(path)
+        except Exception as e:  # noqa: BLE001 - any reader error means the file is unusable
+            raise ValueError(f"data.val_files: {path} is not a readable parquet file: {e}") from e
+        missing = [c for c in VAL_COLUMNS if c not in table.column_names]
+        if missing:
+            raise ValueError(f"data.val_files: {path} has no column(s) {missing}")
+        if table.num_rows == 0:
+            raise ValueError(f"data.val_files: {path} has no rows")
+        for row, info in enumerate(table.column("extra_info").to_pylist()):
+            if not isinstance(info, dict) or info.get("index") is None:
+                raise ValueError(f"data.val_files: {path} row {row}: extra_info.index is missing")
