@@ -68,3 +68,11 @@ def test_readme_table_matches_the_code():
                 target[name] = domain.strip()
     assert exact == EXACT
     assert prefixes == dict(PREFIXES)
+
+
+@pytest.mark.parametrize("data_source", ["gpqa_diamond", "mmlu_pro"])
+def test_multiple_choice_benchmarks_score_the_chosen_letter(data_source):
+    from verl_ext.rewards import compute_score
+
+    assert compute_score(data_source, r"so the answer is \boxed{\textbf{(D)}}", "D")["score"] == 1.0
+    assert compute_score(data_source, r"\boxed{D. 17}", "A")["score"] == 0.0

@@ -142,3 +142,41 @@ def test_waiting_callers_get_a_worker_after_all_workers_died(monkeypatch):
     [t.join(timeout=120) for t in threads]
     assert not any(t.is_alive() for t in threads)
     assert (True, False) in results and len(results) == 4
+
+
+MC_FORMS = [r"\boxed{\text{C}}", r"\boxed{\textbf{(C)}}", r"\boxed{(C) 42}", r"\boxed{C. 42}", r"\boxed{c}",
+            r"\boxed{C)}", r"\boxed{\mathrm{C}}", "The answer is (C).", "Answer: C"]
+
+
+@pytest.mark.parametrize("completion", MC_FORMS)
+def test_multiple_choice_forms_pick_the_letter(completion):
+    assert score(completion, "C")["score"] == 1.0
+    assert score(completion, "B")["score"] == 0.0  # the letter itself decides, not just its presence
+
+
+@pytest.mark.parametrize("completion", [r"\boxed{42}", r"\boxed{\text{Cat}}", r"\boxed{}"])
+def test_multiple_choice_answers_without_a_letter_score_zero(completion):
+    assert score(completion, "C")["score"] == 0.0
+
+
+def test_a_letter_is_not_a_choice_when_the_gold_is_not_one():
+    assert score(r"\boxed{c}", "3")["score"] == 0.0 and score(r"\boxed{2c}", "2c")["score"] == 1.0
+
+
+@pytest.mark.parametrize("completion", ["The final answer is $5$. I hope it is correct.",
+                                        "Final Answer: The final answer is $5$. I hope it is correct.",
+                                        "Final Answer: The final answer is $\\frac{10}{2}$. I hope it is correct."])
+def test_minerva_style_final_answer(completion):
+    assert extract_answer(completion) in ("5", "\\frac{10}{2}")
+    assert score(completion, "5")["score"] == 1.0
+
+
+@pytest.mark.parametrize("answer, gold", [("50\\%", "50"), ("50", "50\\%"), ("50%", "50"), ("50 \\%", "50"),
+                                          ("50 percent", "50"), ("50\\%", "50\\%"), ("12.5\\%", "12.5")])
+def test_percent_signs_are_ignored_on_both_sides(answer, gold):
+    assert score(f"\\boxed{{{answer}}}", gold)["score"] == 1.0
+
+
+def test_percent_is_not_a_fraction():
+    # documented: the sign is dropped, so 0.5 vs 50% is math-verify's 0.5 vs 50
+    assert score("\\boxed{0.5}", "50\\%")["score"] == 0.0 and score("\\boxed{51\\%}", "50")["score"] == 0.0

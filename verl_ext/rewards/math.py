@@ -1,5 +1,9 @@
 """Math verifier: the final answer (last ``\\boxed{}``, or a common fallback) checked with math-verify.
 
+Multiple choice (GPQA-Diamond, MMLU-Pro): when the gold answer is a single letter A-J, the answer's
+chosen letter is compared (:func:`answer_choice`; an answer with no letter scores 0). Percentages: a
+trailing ``\\%`` / ``%`` / ``percent`` is dropped on both sides before comparing.
+
 math-verify's own time limit uses ``signal.alarm``, which only works in a process's main thread.
 In the main thread we call it directly; elsewhere (verl's reward workers score from threads) the
 check runs in a long-lived helper process (``python -m verl_ext.rewards.math_worker``) with a hard
@@ -20,10 +24,16 @@ import threading
 TIMEOUT_S = 10.0
 _FALLBACKS = (
     re.compile(r"####\s*([^\n]+)"),
-    re.compile(r"(?:final answer|the answer)\s*(?:is|:)\s*\$?([^\n$]+)", re.IGNORECASE),
+    # Minerva: "Final Answer: The final answer is $5$. I hope it is correct." (the $...$ after "is")
+    re.compile(r"(?:final answer|the answer)\s*(?:is|:)\s*\$+([^\n$]+)\$+", re.IGNORECASE),
+    re.compile(r"(?:final answer|the answer)\s*(?:is|:)\s*([^\n$]+)", re.IGNORECASE),
     re.compile(r"answer\s*:\s*\$?([^\n$]+)", re.IGNORECASE),
 )
-_CHOICE_RE = re.compile(r"^\(?([A-J])\)?[.)]?$")
+_GOLD_CHOICE_RE = re.compile(r"^\(?([A-J])\)?[.)]?$")
+# a chosen option: "C", "c", "(C)", "C)", "C.", "(C) 42", "C. 42", "C: 42" (after unwrapping \text{} etc.)
+_ANSWER_CHOICE_RE = re.compile(r"^\(?([A-Ja-j])\)?(?:[.):]|\s|$)")
+_WRAPPER_RE = re.compile(r"\\(?:text|textbf|textrm|mathrm|mathbf|mathit|bf|rm)\s*\{([^{}]*)\}")
+_PERCENT_RE = re.compile(r"\s*(?:\\%|%|\\text\{\s*\\?%\s*\}|\\?\s*percent)\s*$", re.IGNORECASE)
 
 MAX_WORKERS = 2
 _idle: queue.LifoQueue = queue.LifoQueue()
@@ -63,6 +73,24 @@ def extract_answer(solution_str: str) -> str | None:
         if found:
             return found[-1].strip().rstrip(".")
     return None
+
+
+def answer_choice(answer: str) -> str | None:
+    """The option letter an answer picks (``\\text{C}``, ``\\textbf{(C)}``, ``(C) 42``, ``C. 42``, ``c``), or
+    ``None``. Used only when the gold answer is a letter: elsewhere ``c`` may be a variable."""
+    text = answer.strip().strip("$").strip()
+    while True:
+        unwrapped = _WRAPPER_RE.sub(r"\1", text).strip()
+        if unwrapped == text:
+            break
+        text = unwrapped
+    found = _ANSWER_CHOICE_RE.match(text)
+    return found.group(1).upper() if found else None
+
+
+def strip_percent(answer: str) -> str:
+    """``50\\%``, ``50%``, ``50 \\%``, ``50 percent`` -> ``50`` (a trailing percent sign only)."""
+    return _PERCENT_RE.sub("", answer.strip())
 
 
 def verify_answer(answer: str, ground_truth: str) -> bool:
@@ -127,10 +155,13 @@ def _verify_in_worker(answer: str, ground_truth: str, timeout_s: float) -> bool 
 
 
 def is_equivalent(answer: str, ground_truth: str, timeout_s: float = TIMEOUT_S) -> tuple[bool, bool]:
-    """(equivalent, timed_out). Multiple-choice letters compare directly."""
-    gt_choice, ans_choice = _CHOICE_RE.match(ground_truth.strip()), _CHOICE_RE.match(answer.strip())
+    """(equivalent, timed_out). A letter gold (multiple choice) compares with the letter the answer picks;
+    a trailing percent sign is ignored on both sides (``50\\%`` = ``50``; ``0.5`` vs ``50\\%`` stays
+    math-verify's verdict on ``0.5`` vs ``50``: not equal)."""
+    gt_choice = _GOLD_CHOICE_RE.match(ground_truth.strip())
     if gt_choice:
-        return bool(ans_choice and ans_choice.group(1) == gt_choice.group(1)), False
+        return answer_choice(answer) == gt_choice.group(1), False
+    answer, ground_truth = strip_percent(answer), strip_percent(ground_truth)
     if answer.strip() == ground_truth.strip():
         return True, False
     if threading.current_thread() is threading.main_thread():
