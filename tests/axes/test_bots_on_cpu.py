@@ -261,6 +261,23 @@ def test_rewards_outside_unit_interval_are_rejected():
         sel.update(1, StepResults.from_rewards(np.array([0, 0]), np.array([1.0, -1.0])))
 
 
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_a_non_finite_reward_is_rejected_before_any_posterior_changes(bad):
+    pool = pool_with_references(6)
+    sel = BotsSelector(BotsSelectorConfig(implicit_weight=0.1), pool, 0)
+    before = (sel.alpha.copy(), sel.beta.copy())
+    with pytest.raises(ValueError, match=r"step 3 has rewards outside \[0, 1\] or not finite.*tasks \[4\]"):
+        sel.update(3, StepResults.from_rewards(np.array([2, 2, 4]), np.array([1.0, 0.0, bad])))
+    assert np.array_equal(sel.alpha, before[0]) and np.array_equal(sel.beta, before[1])
+
+
+def test_an_update_without_rollouts_is_rejected():
+    sel = BotsSelector(BotsSelectorConfig(implicit_weight=0.1), pool_with_references(6), 0)
+    with pytest.raises(ValueError, match="step 2 update has no rollouts"):
+        sel.update(2, StepResults.from_rewards(np.array([], dtype=np.int64), np.array([])))
+    assert np.all(np.isfinite(sel.alpha)) and np.all(np.isfinite(sel.beta))
+
+
 def test_metrics_are_scalars():
     rng = np.random.default_rng(0)
     pool = pool_with_references(40)

@@ -158,12 +158,16 @@ class BotsSelector(TaskSelector):
     # ---------------------------------------------------------------- update
     def update(self, step: int, results: StepResults) -> None:
         cfg = self.config
+        if len(results.reward) == 0:  # the capability and p̃ are means over the batch: undefined
+            raise ValueError(f"selector=bots: step {step} update has no rollouts")
+        bad = ~np.isfinite(results.reward) | (results.reward < 0.0) | (results.reward > 1.0)
+        if np.any(bad):  # one NaN would turn every posterior NaN through the capability when ρ > 0
+            where = np.flatnonzero(bad)[:3]
+            raise ValueError(f"selector=bots: step {step} has rewards outside [0, 1] or not finite: "
+                             f"{results.reward[where].tolist()} for tasks {results.task_index[where].tolist()}; "
+                             "the Beta posterior counts rewards as successes")
         stats = results.per_task()
         positions = self.pool.positions(stats.index)
-        if np.any((results.reward < 0.0) | (results.reward > 1.0)):
-            bad = results.reward[(results.reward < 0.0) | (results.reward > 1.0)]
-            raise ValueError(f"selector=bots: step {step} has rewards outside [0, 1] (e.g. {bad[:3].tolist()}); "
-                             "the Beta posterior counts rewards as successes")
         n = stats.n.astype(np.float64)
         successes = stats.mean_reward * n  # s_i = Σ r (fractional for non-binary rewards)
         observed = successes / n
