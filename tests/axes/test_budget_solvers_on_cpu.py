@@ -165,3 +165,22 @@ def test_bad_gains_are_rejected():
     with pytest.raises(ValueError, match="log_scale < \\+inf"):
         geometric_allocate(np.array([np.inf, 0.0]), np.ones(2), 1, 3, 4)
     assert math.isinf(coba_gains(np.array([0.0]), 2.0, 9.0, 7.5)[0][0])  # p = 0 unclipped: zero gain
+
+
+@pytest.mark.parametrize("log_scale, rate, high, total", [  # inputs that looped forever (found by fuzzing)
+    ([1e308, -50.0, 50.0, -1e300, -50.0], [1.7e308, 0.0, 1e300, 1e-300, 1.0], 98, 475),
+    ([-1e308, -50.0, 1.0, 1e300, 50.0], [1e-320, 1e-300, 0.1, 1e307, 0.1], 36, 178),
+    ([0.0, 1.0, -2.0, 3.0], [1e307, 2e307, 0.1, 1e308], 8, 21),  # rate·b overflows to inf: gain -inf
+])
+def test_extreme_gains_terminate_and_match_the_heap(log_scale, rate, high, total):
+    import threading
+
+    low = 2
+    out = {}
+    worker = threading.Thread(target=lambda: out.update(fast=geometric_allocate(log_scale, rate, low, high, total)),
+                              daemon=True)
+    worker.start()
+    worker.join(timeout=10)
+    assert not worker.is_alive(), "geometric_allocate did not return (the overflow loop)"
+    heap = heap_allocate(geometric_gain(log_scale, rate), len(rate), low, high, total)
+    assert out["fast"].tolist() == heap.tolist() and out["fast"].sum() == total

@@ -136,6 +136,8 @@ def _geometric_extra(s, r, low, width, spare) -> np.ndarray:
         below, above = _count_above(s, r, low, width, np.stack([lo_theta, np.maximum(hi_theta, lo_theta)]))
         step = n
         while below.sum() < spare:  # the relaxation is only a guess: widen the bracket until it holds
+            if lo_theta.max() == -np.inf:  # all finite gains taken; the rest are -inf (rate·b overflowed)
+                return _fill_in_order(below.astype(np.int64), width, spare)
             step *= 2
             lo_theta = np.minimum(_relaxed_thresholds(s, r, low, width, [spare + step])[0], lo_theta)
             below = _count_above(s, r, low, width, lo_theta)
@@ -151,6 +153,13 @@ def _geometric_extra(s, r, low, width, spare) -> np.ndarray:
         neg_gain = r[task] * b - s[task]  # exactly -(s - r·b); pairs come in (task, b) order: a stable sort
         chosen = np.argsort(neg_gain, kind="stable")[: spare - int(above.sum())]  # ends in the heap's order
     return above.astype(np.int64) + np.bincount(task[chosen], minlength=n)
+
+
+def _fill_in_order(counts: np.ndarray, width: int, spare: int) -> np.ndarray:
+    """``counts`` plus the missing rollouts task after task in position order (up to ``width`` each):
+    the heap's order for equal (``-inf``) gains, as for tasks with zero gain."""
+    room = width - counts
+    return counts + np.clip(spare - counts.sum() - (np.cumsum(room) - room), 0, room)
 
 
 def table_allocate(gains, low: int, high: int, total: int) -> np.ndarray:
