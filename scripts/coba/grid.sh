@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The CoBA-RL comparison grid for one setting, one run after the other, each in OUT_DIR/SETTING-NAME:
 #   scripts/coba/grid.sh SETTING [Hydra overrides for every run...]
-#   allocators   : grpo knapsack coba (Table 1); BASELINES=1 adds static_exploit static_explore linear_decay
+#   allocators   : grpo (symmetric clip 0.2) knapsack coba (Table 1); BASELINES=1 adds static_exploit static_explore linear_decay
 #                  explore_to_exploit (Tables 2-3) and coba_official; ALLOCATORS="..." sets the list
 #   SWEEP=budget : each allocator at B_total in 2048 4096 8192 (Figure 6; BUDGETS="..."), named
 #                  ALLOCATOR-bB_TOTAL. Every allocator gets rollout.n = B_total / M: GRPO needs B_total = M n,
@@ -20,10 +20,14 @@ overrides=("$@")
 allocators="${ALLOCATORS:-grpo knapsack coba}"
 [[ "${BASELINES:-0}" == 1 ]] && allocators+=" static_exploit static_explore linear_decay explore_to_exploit coba_official"
 
-run() {  # run NAME OVERRIDES...
-  local name="$1"; shift
+run() {  # run NAME allocator=ALLOCATOR OVERRIDES...
+  local name="$1" allocator="${2#allocator=}"; shift
+  # The paper applies clip-higher (0.2 / 0.28, the recipes' default) to Knapsack-RL and CoBA-RL only:
+  # its GRPO baseline clips symmetrically at 0.2. Overrides given to the grid still win.
+  local clip=()
+  [[ "$allocator" == grpo ]] && clip=(actor_rollout_ref.actor.clip_ratio_high=0.2)
   echo "[grid] $setting-$name" >&2
-  EXPERIMENT_NAME="$setting-$name" coba_train "$setting" "$@"
+  EXPERIMENT_NAME="$setting-$name" coba_train "$setting" "$1" "${clip[@]}" "${@:2}"
 }
 
 recipe_value() {  # recipe_value KEY: KEY=X among the grid's overrides, else in the setting's YAML, else in _common.yaml

@@ -131,9 +131,14 @@ def test_launcher_dry_run(setting):
 
 def test_grid_dry_run():
     runs = _runs(_launch("grid.sh", PAPER_SETTING, "x=1"))
+    symmetric = ["actor_rollout_ref.actor.clip_ratio_high=0.2"]  # the paper's GRPO: no clip-higher
     assert [_overrides(r) for r in runs] == [["recipe.data_dir=" + str(ROOT / "data" / "coba"), "trainer.nnodes=1",
-                                              "trainer.n_gpus_per_node=8", f"allocator={a}", "x=1"]
+                                              "trainer.n_gpus_per_node=8", f"allocator={a}",
+                                              *(symmetric if a == "grpo" else []), "x=1"]
                                              for a in ("grpo", "knapsack", "coba")]
+    grpo = compose_recipe("coba", PAPER_SETTING, *_overrides(runs[0])[3:-1])
+    coba = compose_recipe("coba", PAPER_SETTING, *_overrides(runs[2])[3:-1])
+    assert (grpo.actor_rollout_ref.actor.clip_ratio_high, coba.actor_rollout_ref.actor.clip_ratio_high) == (0.2, 0.28)
     runs = _runs(_launch("grid.sh", PAPER_SETTING, BASELINES="1"))
     assert [w.split("=", 1)[1] for r in runs for w in r if w.startswith("allocator=")] == [
         "grpo", "knapsack", "coba", "static_exploit", "static_explore", "linear_decay", "explore_to_exploit",
@@ -161,7 +166,8 @@ def test_budget_sweep_sets_n_to_the_budget(setting):
         plain = budget == tasks * 16
         assert f"trainer.experiment_name={setting}-{allocator}{'' if plain else f'-b{budget}'}" in words
         sweep = [f"actor_rollout_ref.rollout.n={budget // tasks}", f"data_selection.rollout_budget={budget}"]
-        assert _overrides(words)[3:] == [f"allocator={allocator}"] + ([] if plain else sweep)
+        clip = ["actor_rollout_ref.actor.clip_ratio_high=0.2"] if allocator == "grpo" else []
+        assert _overrides(words)[3:] == [f"allocator={allocator}", *clip] + ([] if plain else sweep)
 
 
 @pytest.mark.parametrize("budget", [2048, 8192])
