@@ -10,7 +10,7 @@ EXTRAS ?= cpu,dev
 TORCH_PIN ?= torch==2.13.0
 PYTEST_ARGS ?=
 
-.PHONY: install install-gpu demo test bench clean
+.PHONY: install install-gpu check-gpu demo test bench clean
 
 install: $(STAMP)
 
@@ -26,6 +26,11 @@ $(STAMP): pyproject.toml requirements.txt verl_ext/REQUIRED_VERL.txt
 install-gpu:
 	rm -f $(STAMP)
 	$(MAKE) install EXTRAS=gpu,dev TORCH_PIN=
+
+# On the GPU machine, after install-gpu and before a launcher: GPUs, driver, vLLM, attention backend,
+# one tiny generate and one tiny update (python -m verl_ext.check_gpu --help).
+check-gpu:
+	$(PY) -m verl_ext.check_gpu
 
 demo: $(STAMP)
 	$(PY) -m verl_ext.demo
