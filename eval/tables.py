@@ -115,9 +115,30 @@ def accuracy(rec: dict) -> Any:
 
 
 # --------------------------------------------------------------------------- papers
+BOTS_DOMAINS = {  # SPEC §1: "aggregated" = mean over the domain's benchmarks
+    "math": ("math500", "aime24"),
+    "code": ("humaneval", "mbpp", "livecodebench"),
+    "logic": ("ordering_puzzles", "arc_agi"),
+}
+
+
+def bots_domain(logged: set[str], domain: str | None) -> str | None:
+    """``domain`` if given, else the one BOTS domain whose benchmarks the runs logged (``None``: none)."""
+    if domain is not None:
+        if domain not in BOTS_DOMAINS:
+            raise ValueError(f"--domain must be one of {sorted(BOTS_DOMAINS)}, got {domain!r}")
+        return domain
+    found = [d for d, benches in BOTS_DOMAINS.items() if logged & set(benches)]
+    if len(found) > 1:
+        raise ValueError(f"the runs logged benchmarks of several BOTS domains {found}: pass --domain")
+    return found[0] if found else None
+
+
 def bots_tables(runs: dict[str, Run], refs: dict[str, Reference], args: argparse.Namespace) -> list[Table]:
     base = runs.get(args.baseline)
-    benchmarks = sorted({b for run in runs.values() for b in run.curve})
+    logged = sorted({b for run in runs.values() for b in run.curve})
+    domain = bots_domain(set(logged), getattr(args, "domain", None))
+    benchmarks = list(BOTS_DOMAINS[domain]) if domain else []
 
     def curve(run: Run, scope: str) -> tuple[np.ndarray, np.ndarray] | None:
         if scope != AGGREGATED:
@@ -133,13 +154,15 @@ def bots_tables(runs: dict[str, Run], refs: dict[str, Reference], args: argparse
             return None
 
     notes = [f"ours: accuracy curves vs the run {args.baseline!r}; {NOT_REACHED}: the target is never reached "
-             "(or the baseline never improves, TTB undefined); aggregated = mean over " +
-             (", ".join(benchmarks) or "the benchmarks (none evaluated)")]
+             "(or the baseline never improves, TTB undefined); aggregated = mean over the " +
+             (f"{domain} benchmarks {', '.join(benchmarks)} (missing if a run lacks one)" if domain
+              else "domain's benchmarks (none of math500, aime24, humaneval, mbpp, livecodebench, ordering_puzzles, "
+                   "arc_agi evaluated)")]
     if base is None:
         notes.append(f"no run named {args.baseline!r}: TTB and BSF need it (--baseline)")
     columns = [f"TTB{q}" for q in TTB_Q] + [f"BSF{b}" for b in BSF_B]
     tables = []
-    for scope in [*benchmarks, AGGREGATED]:
+    for scope in [*logged, AGGREGATED]:
         baseline = curve(base, scope) if base else None
         ours = {}
         for name, run in runs.items():
@@ -327,6 +350,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--setting", help="the paper's setting (model) whose numbers are printed beside ours")
     parser.add_argument("--step", type=int, help="evaluation step of final-score tables (default: each run's last)")
     parser.add_argument("--baseline", help="run compared against (bots: random, progress: uniform)")
+    parser.add_argument("--domain", choices=sorted(BOTS_DOMAINS),
+                        help="bots: the domain whose benchmarks are aggregated (default: inferred from the runs)")
     args = parser.parse_args(argv)
     build, default_baseline = PAPERS[args.paper]
     args.baseline = args.baseline or default_baseline

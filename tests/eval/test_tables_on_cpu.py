@@ -242,3 +242,28 @@ def test_plots(bots_runs, tmp_path):
         data = p.read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 1000
     assert plots.main(["--runs", f"empty={bots_runs['bots_dots']}", "--out", str(tmp_path / "none")]) == []
+
+
+def test_bots_aggregate_is_the_domains_benchmarks_only(tmp_path):
+    runs = {n: tmp_path / n for n in ("random", "bots", "partial")}
+    # an extra benchmark (gsm8k) where bots is far behind: it must not move the aggregate
+    extra = lambda shift: [curve_row(t, "gsm8k", random_curve(t - shift, 0.0, 0.9)) for t in STEPS]  # noqa: E731
+    write_curve(runs["random"], bots_curves() + extra(0))
+    write_curve(runs["bots"], bots_curves(shift=20) + extra(60))
+    write_curve(runs["partial"], [r for r in bots_curves(shift=20) if r["benchmark"] == "math500"])  # no aime24
+    text = run_tables("bots", runs, tmp_path)
+    agg = parse_markdown(text, "BOTS: time-to-baseline and best-so-far vs random, aggregated")
+    assert [agg["bots"][f"TTB{q}"] for q in (50, 75, 100)] == [f"{(q - 20) / q:.2f}" for q in (50, 75, 100)]
+    assert {agg["partial"][c] for c in ("TTB50", "BSF100")} == {tables.MISSING}  # not a mean over fewer
+    assert "gsm8k" in text and "math benchmarks math500, aime24" in text
+    math500 = parse_markdown(text, "BOTS: time-to-baseline and best-so-far vs random, math500")
+    assert math500["partial"]["TTB50"] == f"{(50 - 20) / 50:.2f}"  # per-benchmark tables still shown
+
+
+def test_bots_domain_must_be_named_when_runs_span_domains(tmp_path):
+    run = tmp_path / "random"
+    write_curve(run, bots_curves() + [curve_row(t, "humaneval", 0.3) for t in STEPS])
+    with pytest.raises(ValueError, match="several BOTS domains"):
+        run_tables("bots", {"random": run}, tmp_path)
+    text = run_tables("bots", {"random": run}, tmp_path, "--domain", "code")
+    assert "code benchmarks humaneval, mbpp, livecodebench" in text
