@@ -133,8 +133,10 @@ def test_official_split_caps_and_residue():
     a = official(8, HARD_EXPLORE_EASY)
     # spare 28; 2 of 6 explore: share 0.6 + 0.2 * 4/6 -> 20, capped at the explore capacity 2 * 6 = 12;
     # left 16 to the hard tasks by 1 - p: floor(16 * 32/63) = 8, floor(16 * 31/63) = 7, both capped at 6;
-    # left 4: explore is full, the easy tasks weigh 1 - 1 = 0; residue round-robin to the open tasks 4, 5
-    assert a.allocate(2, np.arange(6), 40).tolist() == [8, 8, 8, 8, 4, 4]
+    # left 4: explore is full; the easy tasks (p = 1) keep the authors' tiny weight 1 - (1 - 1e-6) each, and
+    # `left` shrinks inside the loop: task 4 gets int(4 * 1/2) = 2, task 5 int(2 * 1/2) = 1; the group's
+    # residue 1 goes to its first open task: [.., 2 + 2 + 1, 2 + 1]
+    assert a.allocate(2, np.arange(6), 40).tolist() == [8, 8, 8, 8, 5, 3]
     m = a.metrics()
     assert (m["explore_fraction"], m["hard_fraction"], m["easy_fraction"]) == pytest.approx((1 / 3, 1 / 3, 1 / 3))
     assert m["solver_budget_share"] == pytest.approx(12 / 28) and m["uniform"] == 0.0
@@ -144,14 +146,14 @@ def test_official_split_share_and_weights():
     a = official(128, HARD_EXPLORE_EASY)
     alpha, beta = a.shape(2)
     p = np.array([0.0, 1 / 32, 0.5, 0.25, 1.0, 1.0])
-    assert np.var(p) > 0.1667
-    tau = 12.0  # 3 + 9 * clip(Var / 0.1667, 0, 1)
+    assert np.var(p) > 0.1667  # the whole batch's variance would saturate τ at 12
+    tau = 3 + 9 * np.var([0.5, 0.25]) / 0.1667  # the explore set's (tasks 2, 3), clipped to [0.01, 0.99]
     counts = a.allocate(2, np.arange(6), 52)  # spare 40: solver gets int(40 * 0.7333) = 29 on tasks 2, 3
     assert a.metrics()["tau"] == pytest.approx(tau)
     assert counts[2:4].tolist() == heap_counts(p[2:4], alpha, beta, tau, 2, 128, 4 + 29).tolist()
-    # left 11 to the hard tasks: floor(11 * 32/63) = 5, floor(11 * 31/63) = 5; the last one: explore weights
-    # floor(0.4), floor(0.6) give nothing, easy ones weigh 0, so it goes round-robin to task 0
-    assert counts[[0, 1, 4, 5]].tolist() == [8, 7, 2, 2] and counts.sum() == 52
+    # left 11 to the hard tasks (w = 1, 31/32; Σ 63/32), `left` shrinking: task 0 int(11 * 32/63) = 5 (left 6),
+    # task 1 int(6 * 31/63) = 2 (left 4); the group's residue 4: 2 each. Nothing reaches explore or easy.
+    assert counts[[0, 1, 4, 5]].tolist() == [9, 6, 2, 2] and counts.sum() == 52
 
 
 def test_official_split_majority_explores():
@@ -161,7 +163,7 @@ def test_official_split_majority_explores():
     p = np.array([0.0, 0.5, 0.5, 1.0, 0.25, 0.5])  # task 5 unseen in a mixed batch: 1/2
     counts = a.allocate(2, np.arange(6), 32)  # 4 of 6 explore: 0.8 of the spare 20 = 16 to the solver
     explore = [1, 2, 4, 5]
-    tau = 3 + 9 * np.var(p) / 0.1667
+    tau = 3 + 9 * np.var(p[explore]) / 0.1667  # the explore set only
     assert counts[explore].tolist() == heap_counts(p[explore], 5.95, 5.05, tau, 2, 10, 8 + 16).tolist()
     assert counts[[0, 3]].tolist() == [6, 2]  # the 4 left all go to the only hard task
 
@@ -309,3 +311,21 @@ def test_presets_compose_build_and_validate():
         cfg.trainer.total_training_steps = None
         with pytest.raises(ValueError, match="trainer.total_training_steps"):
             validate_axes(cfg)
+
+
+def test_official_tau_uses_the_explore_set_clipped():
+    a = official(128, HARD_EXPLORE_EASY)
+    a.allocate(2, np.arange(6), 60)
+    explore = np.clip([0.5, 0.25], 0.01, 0.99)  # tasks 2, 3; the whole batch's variance would be far larger
+    assert a.metrics()["tau"] == pytest.approx(3.0 + 9.0 * min(np.var(explore) / 0.1667, 1.0))
+    assert a.metrics()["tau"] < 3.0 + 9.0 * min(np.var([0, 1 / 32, 0.5, 0.25, 1, 1]) / 0.1667, 1.0)
+
+
+def test_official_leftovers_stay_in_their_group_with_the_residue():
+    # 1 hard task, 5 explore tasks at max_n after the solver: the leftovers go to the hard task first;
+    # residue of a group never leaks to another group's tasks before that group is served
+    a = official(4, {0: [0.0] * 4, **{k: [1.0, 0.0] for k in range(1, 6)}, 6: [1.0, 1.0]})
+    counts = a.allocate(2, np.arange(7), 26)  # spare 12: 5 of 7 explore -> int(0.8 * 12) = 9 to the solver
+    # equal p: the heap deals 9 over tasks 1-5 -> [4, 4, 4, 4, 3]; left 3: the hard task takes 2 (cap), its
+    # group has no room for the residue 1, so it goes to the explore group (task 5), not to the easy task 6
+    assert counts.tolist() == [4, 4, 4, 4, 4, 4, 2]

@@ -259,14 +259,12 @@ class CobaAllocator(BudgetAllocator):
 @dataclass(frozen=True)
 class CobaOfficialAllocatorConfig:
     """CoBA-RL as the authors' code runs it (SPEC.md §3, "official-code behaviours"): ``failure``
-    schedule; ``τ = tau_base + tau_scale·clip(Var(p)/variance_ref, 0, 1)`` over the batch's pass rates;
-    an all-unseen batch is split uniformly, unseen tasks in a mixed batch count as ``p = 0.5``; every
-    task gets ``min_n``, the solver spreads a share of the spare budget over the explore set
-    (``hard_below <= p <= easy_above``: 0.8 if more than half the batch explores, else
-    ``0.6 + 0.2·(2·#explore/M)``), the rest goes to very hard, then explore, then very easy tasks,
-    weighted by ``1 - p`` and capped at ``max_n``, the residue round-robin in batch order.
-
-    **[decision]** Var and the split use the pass rates before clipping (the clip only enters V).
+    schedule; ``τ = tau_base + tau_scale·clip(Var(p)/variance_ref, 0, 1)`` over the explore set's pass
+    rates clipped to ``[p_min, p_max]``; an all-unseen batch is split uniformly, unseen tasks in a mixed
+    batch count as ``p = 0.5``; every task gets ``min_n``, the solver spreads a share of the spare budget
+    over the explore set (``hard_below <= p <= easy_above``: 0.8 if more than half the batch explores,
+    else ``0.6 + 0.2·(2·#explore/M)``), the rest goes to very hard, then explore, then very easy tasks
+    as :class:`CobaOfficialAllocator` describes.
     """
 
     name: str = "coba_official"
@@ -296,6 +294,22 @@ class CobaOfficialAllocatorConfig:
 
 
 class CobaOfficialAllocator(CobaAllocator):
+    """The authors' ``BetaAllocator.allocate`` (github.com/Within-yao/CoBA-RL,
+    ``recipe/coba_rl/budget_allocators.py``), step by step:
+
+    * ``τ`` from the explore set's pass rates clipped to ``[p_min, p_max]`` (``_update_tau_global``,
+      called from ``_allocate_beta_greedy_internal`` with the explore rates), population variance;
+    * the leftover budget goes to very hard, then explore, then very easy tasks
+      (``_allocate_remaining_weighted``): within a group, tasks under ``max_n`` in batch order get
+      ``int(left·w / Σw)`` with ``w = 1 - clip(p, 1e-6, 1 - 1e-6)`` (a solved task keeps a tiny weight)
+      and ``left`` decreasing as the loop goes, capped at ``max_n``; the group's residue is spread over
+      the same tasks (``left // k`` each, the first ``left % k`` one more, capped); Σw = 0 -> uniform.
+    * **[decision]** what that code leaves unspent (caps hit inside a residue split) is given one by one
+      in batch order to tasks under ``max_n``: the trainer needs the exact budget.
+    """
+
+    WEIGHT_CLIP = 1e-6
+
     def allocate(self, step: int, tasks: np.ndarray, total: int) -> np.ndarray:
         c = self.config
         m = len(tasks)
@@ -307,7 +321,6 @@ class CobaOfficialAllocator(CobaAllocator):
             counts[: total % m] += 1
             self._metrics.update(alpha=alpha, beta=beta, uniform=1.0, unseen_fraction=1.0)
             return counts
-        tau = c.tau_base + c.tau_scale * float(np.clip(np.var(p) / c.variance_ref, 0.0, 1.0))
         hard, easy = p < c.hard_below, p > c.easy_above
         explore = ~hard & ~easy
         counts = np.full(m, c.min_n, dtype=np.int64)
@@ -315,18 +328,16 @@ class CobaOfficialAllocator(CobaAllocator):
         n_explore = int(explore.sum())
         share = 0.8 if n_explore > m / 2 else 0.6 + 0.2 * (2 * n_explore / m)
         solver_budget = min(int(share * spare), n_explore * (c.max_n - c.min_n))
+        tau = float("nan")
         if n_explore:
-            gains = coba_gains(np.clip(p[explore], c.p_min, c.p_max), alpha, beta, tau)
+            clipped = np.clip(p[explore], c.p_min, c.p_max)
+            tau = c.tau_base + c.tau_scale * float(np.clip(np.var(clipped) / c.variance_ref, 0.0, 1.0))
+            gains = coba_gains(clipped, alpha, beta, tau)
             counts[explore] = geometric_allocate(*gains, c.min_n, c.max_n, n_explore * c.min_n + solver_budget)
         left = spare - solver_budget
-        for group in (hard, explore, easy):  # leftovers weighted by 1 - p, capped at max_n
-            weight = 1.0 - p[group]
-            if left == 0 or weight.sum() <= 0:
-                continue
-            add = np.minimum(np.floor(left * weight / weight.sum()).astype(np.int64), c.max_n - counts[group])
-            counts[group] += add
-            left -= int(add.sum())
-        while left > 0:  # residue: one more each, batch order, tasks under max_n
+        for group in (hard, explore, easy):
+            left = self._spread_weighted(counts, p, np.flatnonzero(group), left)
+        while left > 0:  # [decision] see the class docstring
             open_ = np.flatnonzero(counts < c.max_n)[:left]
             counts[open_] += 1
             left -= len(open_)
@@ -334,3 +345,25 @@ class CobaOfficialAllocator(CobaAllocator):
         self._metrics.update(uniform=0.0, explore_fraction=n_explore / m, hard_fraction=float(hard.mean()),
                              easy_fraction=float(easy.mean()), solver_budget_share=solver_budget / max(spare, 1))
         return counts
+
+    def _spread_weighted(self, counts: np.ndarray, p: np.ndarray, group: np.ndarray, left: int) -> int:
+        """Give ``left`` rollouts to the tasks at ``group`` (positions, batch order); returns what is left."""
+        cap = self.config.max_n
+        open_ = [i for i in group.tolist() if counts[i] < cap]
+        if left <= 0 or not open_:
+            return left
+        weight = [(1.0 - min(max(float(p[i]), self.WEIGHT_CLIP), 1.0 - self.WEIGHT_CLIP)) for i in open_]
+        total_weight = sum(weight)
+        if total_weight > 0:
+            for i, w in zip(open_, weight):
+                add = min(int(left * w / total_weight), cap - int(counts[i]))
+                counts[i] += add
+                left -= add
+        open_ = [i for i in open_ if counts[i] < cap]
+        if left > 0 and open_:
+            each, extra = divmod(left, len(open_))
+            for k, i in enumerate(open_):
+                add = min(each + (1 if k < extra else 0), cap - int(counts[i]))
+                counts[i] += add
+                left -= add
+        return left
