@@ -6,7 +6,7 @@
 #   code : guru_code/train + humaneval/{train,test} (together all 164) + mbpp/test, livecodebench/test
 #   logic: guru_logic/train (zebra puzzles excluded); data_prep has no converter for the paper's logic
 #          benchmarks: put them yourself at ordering_puzzles/test.parquet and arc_agi/test.parquet
-#          (verl schema, data_source ordering_puzzles / arc_agi, README "Data")
+#          (verl schema, data_source ordering_puzzles / arc_agi, README "Data"); exits 1 while they are missing
 # Sources load from the Hugging Face hub, or from a local copy in the source's own format given as
 # <NAME>_INPUT (e.g. GURU_MATH_INPUT=/dl/math__combined_54.4k.parquet, MATH500_INPUT=/dl/test.jsonl).
 # Existing files are kept (FORCE=1 rebuilds). Environment: DATA_DIR (default data/bots), PYTHON, DRY_RUN=1.
@@ -23,8 +23,14 @@ case "$domain" in
   code)  prep guru_code train; prep humaneval test; prep mbpp test; prep livecodebench test ;;
   logic)
     prep guru_logic train
+    missing=()
     for bench in ordering_puzzles arc_agi; do
-      [[ -f "$data_dir/$bench/test.parquet" ]] || echo "missing (provide it yourself): $data_dir/$bench/test.parquet" >&2
-    done ;;
+      [[ -f "$data_dir/$bench/test.parquet" ]] || missing+=("$data_dir/$bench/test.parquet")
+    done
+    if (( ${#missing[@]} )) && [[ "${DRY_RUN:-0}" != 1 ]]; then
+      printf 'missing logic validation set (no converter yet; provide it in the verl schema, README "Data"): %s\n' \
+        "${missing[@]}" >&2
+      exit 1
+    fi ;;
   *) echo "domain must be math, code or logic, got '$domain'" >&2; exit 2 ;;
 esac

@@ -163,6 +163,18 @@ def test_cpu_launcher_dry_run():
     assert any(w.startswith("actor_rollout_ref.model.path=") and "SmolLM2-135M-Instruct" in w for w in words)
 
 
+def test_logic_preparation_fails_without_its_validation_sets(tmp_path):
+    (tmp_path / "guru_logic").mkdir()
+    (tmp_path / "guru_logic" / "train.parquet").touch()  # the training file exists: no download attempted
+    proc = _launch("prepare_data.sh", "logic", DATA_DIR=str(tmp_path), DRY_RUN="0")
+    assert proc.returncode == 1 and "missing logic validation set" in proc.stderr
+    assert str(tmp_path / "arc_agi" / "test.parquet") in proc.stderr
+    for bench in ("ordering_puzzles", "arc_agi"):
+        (tmp_path / bench).mkdir()
+        (tmp_path / bench / "test.parquet").touch()
+    assert _launch("prepare_data.sh", "logic", DATA_DIR=str(tmp_path), DRY_RUN="0").returncode == 0
+
+
 def test_scripts_parse():
     scripts = sorted(SCRIPTS.glob("bots/*.sh")) + [SCRIPTS / "ray_cluster.sh"]
     assert len(scripts) == 11
