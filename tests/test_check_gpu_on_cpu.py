@@ -13,24 +13,66 @@ from verl_ext import check_gpu
 from verl_ext.cpu import project_root
 
 
+def _run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "verl_ext.check_gpu", *args], capture_output=True, text=True,
+                          timeout=300, cwd=project_root())
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    torch.manual_seed(0)
+    path = tmp_path_factory.mktemp("tiny_llama")
+    LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                 num_attention_heads=4, num_key_value_heads=2)).save_pretrained(path)
+    return str(path)
+
+
 def test_fails_fast_and_clearly_without_a_gpu():
-    proc = subprocess.run([sys.executable, "-m", "verl_ext.check_gpu"], capture_output=True, text=True, timeout=120,
-                          cwd=project_root())
-    assert proc.returncode == 1
+    proc = _run()
+    assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "[ok] python" in proc.stdout and "[FAILED] no CUDA device" in proc.stderr
+    assert "[ok] vllm" not in proc.stdout  # stops at the first failure
+
+
+def test_cpu_flag_runs_the_update_check(tiny_model):
+    proc = _run("--cpu", "--model", tiny_model)
+    assert proc.returncode == 0, proc.stderr
+    assert "[ok] attention: sdpa" in proc.stdout and "[ok] actor update: loss" in proc.stdout
+
+
+def test_missing_attention_package_fails_by_name(tiny_model):
+    proc = _run("--cpu", "--model", tiny_model, "--attention", "flash_attention_2")
+    assert proc.returncode == 1
+    assert "needs the flash-attn package" in proc.stderr and "attn_implementation=sdpa" in proc.stderr
 
 
 def test_gpu_install_packages_follow_verls_extras():
     packages = check_gpu.gpu_install_packages(project_root())
-    assert {"verl", "vllm", "torch", "transformers", "wandb", "math-verify"} <= packages
-    assert "flash-attn" not in packages  # only verl's fsdp / megatron extras name it
+    assert {"verl", "vllm", "torch", "transformers", "wandb", "math-verify", "transferqueue"} <= packages
+    assert "flash-attn" not in packages and "liger-kernel" not in packages  # verl's fsdp extra, not used
 
 
-@pytest.mark.parametrize("cuda, driver", [("13.0", 580), ("12.8", 525)])
+def test_gpu_install_packages_expand_only_the_extras_named(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[project]\noptional-dependencies = {gpu = ["verl[fsdp]==0.9.1"]}\n')
+    packages = check_gpu.gpu_install_packages(tmp_path)
+    assert {"flash-attn", "liger-kernel", "wandb"} <= packages and "vllm" not in packages
+
+
+@pytest.mark.parametrize("cuda, driver", [("13.0", 580), ("12.8", 525), ("11.8", 450)])
 def test_minimum_driver_per_cuda_generation(cuda, driver):
     assert check_gpu.min_driver(cuda) == driver
-    with pytest.raises(check_gpu.CheckFailed):
+    assert "needs >= %d" % driver in check_gpu.check_driver(f"{driver}.65.06", cuda)
+    with pytest.raises(check_gpu.CheckFailed, match=f"driver {driver - 5}.1 is too old .* CUDA {cuda}"):
+        check_gpu.check_driver(f"{driver - 5}.1", cuda)
+    with pytest.raises(check_gpu.CheckFailed, match="no known minimum driver"):
         check_gpu.min_driver("9.2")
+
+
+def test_driver_version_parsing():
+    assert check_gpu.parse_driver_version("580.65.06\n580.65.06\n") == "580.65.06"
+    for bad in ("", "NVIDIA-SMI has failed", "570.1\n580.2\n"):
+        with pytest.raises(check_gpu.CheckFailed, match="cannot read the NVIDIA driver version"):
+            check_gpu.parse_driver_version(bad)
 
 
 def test_unknown_attention_is_an_error():
@@ -38,9 +80,17 @@ def test_unknown_attention_is_an_error():
         check_gpu.attention_is_provided("flash_attention_9", set())
 
 
-def test_tiny_update_changes_parameters_on_cpu(tmp_path):
-    torch.manual_seed(0)
-    LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                                 num_attention_heads=4, num_key_value_heads=2)).save_pretrained(tmp_path)
-    loss, change = check_gpu.tiny_update(str(tmp_path), "sdpa", device="cpu")
-    assert loss == loss and 0 < loss < 100 and change > 0
+def test_tiny_update_on_cpu(tiny_model):
+    result = check_gpu.tiny_update(tiny_model, "sdpa", device="cpu")
+    assert 0 < result["loss"] < 100 and result["change"] > 0 and result["packed_gap"] < 1e-5
+    assert "packed vs padded" in check_gpu.check_update(result, 1e-4)
+
+
+@pytest.mark.parametrize("result, message", [
+    ({"loss": float("nan"), "change": 1e-4, "packed_gap": 0.0}, "loss nan"),
+    ({"loss": 1.0, "change": 0.0, "packed_gap": 0.0}, "largest parameter change 0.0"),
+    ({"loss": 1.0, "change": 1e-4, "packed_gap": 2.0}, "do(es)? not separate packed sequences"),
+])
+def test_failed_update_is_reported(result, message):
+    with pytest.raises(check_gpu.CheckFailed, match=message):
+        check_gpu.check_update(result, 0.1)

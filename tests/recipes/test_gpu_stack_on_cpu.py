@@ -1,17 +1,26 @@
-"""The GPU recipes request an attention implementation the GPU install provides, and that implementation
-handles verl's packed (remove-padding) batches correctly."""
+"""The GPU recipes request attention implementations the GPU install provides, and that implementation handles
+verl's packed (remove-padding) batches correctly for the recipes' model families."""
 
 from __future__ import annotations
 
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+from omegaconf import OmegaConf
+from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config, Qwen3Config
 
 from tests.recipes.recipes import RECIPES, ROOT, compose_recipe
-from verl_ext.check_gpu import attention_is_provided, gpu_install_packages, requested_attention
+from verl_ext.check_gpu import (RECIPE_ATTENTION, attention_is_provided, gpu_install_packages, packed_batch,
+                                requested_attentions)
 
 GPU_RECIPES = sorted((p.parent.name, p.stem) for p in RECIPES.glob("*/*.yaml")
                      if p.stem not in ("_common", "cpu_embedded"))
+
+
+@pytest.fixture(scope="module")
+def packages():
+    names = gpu_install_packages(ROOT)
+    assert {"vllm", "torch", "transformers"} <= names  # the GPU install as verl's metadata describes it
+    return names
 
 
 def test_there_are_gpu_recipes_to_check():
@@ -19,37 +28,51 @@ def test_there_are_gpu_recipes_to_check():
 
 
 @pytest.mark.parametrize("group, setting", GPU_RECIPES)
-def test_every_gpu_recipe_requests_an_attention_the_gpu_install_provides(group, setting):
-    packages = gpu_install_packages(ROOT)
-    assert {"vllm", "torch"} <= packages  # the GPU install as verl's metadata describes it
+def test_every_gpu_recipe_requests_an_attention_the_gpu_install_provides(group, setting, packages):
     cfg = compose_recipe(group, setting)
-    attention = requested_attention(cfg)
-    assert attention_is_provided(attention, packages), (setting, attention, sorted(packages))
-    assert cfg.actor_rollout_ref.model.use_remove_padding  # packed batches: see the next test
+    for role, attention in requested_attentions(cfg).items():
+        assert attention_is_provided(attention, packages), (setting, role, attention, sorted(packages))
+        assert attention == RECIPE_ATTENTION, (setting, role)  # what `make check-gpu` checks by default
+    # sdpa relies on transformers' packed-sequence mask (next tests); verl's Ulysses patch is flash-only
+    assert cfg.actor_rollout_ref.model.use_remove_padding
+    assert OmegaConf.select(cfg, "actor_rollout_ref.actor.ulysses_sequence_parallel_size") == 1
 
 
-def test_verls_default_would_not_be_provided():
+def test_ref_and_critic_are_checked_when_used():
+    cfg = compose_recipe("bots", GPU_RECIPES[0][1], "algorithm.use_kl_in_reward=true", "critic.enable=true",
+                         "+critic.model.override_config.attn_implementation=flash_attention_2")
+    assert requested_attentions(cfg) == {"actor": "sdpa", "ref": "sdpa", "critic": "flash_attention_2"}
+
+
+def test_verls_default_would_not_be_provided(packages):
     # the reason for the recipes' choice: flash-attn is in none of the extras the GPU install uses
-    assert not attention_is_provided("flash_attention_2", gpu_install_packages(ROOT))
+    assert not attention_is_provided("flash_attention_2", packages)
+    assert not attention_is_provided("flash_attention_3", packages)
 
 
-@pytest.mark.parametrize("attention", ["sdpa"])
-def test_packed_sequences_get_the_same_log_probs_as_padded_ones(attention):
+FAMILIES = {  # the recipes' model families (Qwen2.5, Qwen3) and the embedded model's (Llama)
+    "llama": LlamaConfig, "qwen2": Qwen2Config, "qwen3": Qwen3Config,
+}
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_packed_sequences_get_the_same_log_probs_as_padded_ones(family):
     torch.manual_seed(0)
-    model = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-                                         attn_implementation=attention)).eval()
-    seqs = [torch.randint(1, 64, (5,)), torch.randint(1, 64, (9,))]
-    padded = torch.zeros(2, 9, dtype=torch.long)
-    mask = torch.zeros(2, 9, dtype=torch.long)
+    config = FAMILIES[family](vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                              num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    model = AutoModelForCausalLM.from_config(config, attn_implementation=RECIPE_ATTENTION).eval()
+    assert model.config._attn_implementation == RECIPE_ATTENTION
+    seqs = [torch.randint(1, 64, (n,)) for n in (5, 9, 3)]
+    padded = torch.zeros(len(seqs), 9, dtype=torch.long)
+    mask = torch.zeros_like(padded)
     for i, s in enumerate(seqs):
         padded[i, : len(s)], mask[i, : len(s)] = s, 1
-    packed = torch.cat(seqs)[None]
-    restart = torch.cat([torch.arange(len(s)) for s in seqs])[None]  # verl's remove-padding position_ids
+    packed, restart = packed_batch(seqs)
     with torch.no_grad():
         ref = model(input_ids=padded, attention_mask=mask).logits
-        ours = model(input_ids=packed, position_ids=restart, use_cache=False).logits[0]  # as verl calls it
+        # as verl's FSDP engine calls it with use_remove_padding (transformer_impl.py:1256-1260)
+        ours = model(input_ids=packed, attention_mask=None, position_ids=restart, use_cache=False).logits[0]
         leaky = model(input_ids=packed, position_ids=torch.arange(packed.shape[1])[None], use_cache=False).logits[0]
-    want = torch.cat([ref[0, :5], ref[1, :9]])
-    assert torch.allclose(ours, want, atol=1e-5)
-    assert not torch.allclose(leaky[5:], want[5:], atol=1e-3)  # without the restart the 2nd sequence sees the 1st
+    want = torch.cat([ref[i, : len(s)] for i, s in enumerate(seqs)])
+    assert torch.allclose(ours.log_softmax(-1), want.log_softmax(-1), atol=1e-5)
+    assert not torch.allclose(leaky[5:].log_softmax(-1), want[5:].log_softmax(-1), atol=1e-3)  # 2nd sees the 1st
