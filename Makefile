@@ -28,9 +28,10 @@ install-gpu:
 	$(MAKE) install EXTRAS=gpu,dev TORCH_PIN=
 
 # On the GPU machine, after install-gpu and before a launcher: GPUs, driver, vLLM, attention backend,
-# one tiny generate and one tiny update (python -m verl_ext.check_gpu --help).
+# one tiny generate and one tiny update; CHECK_GPU_ARGS="--model PATH --attention IMPL" (see --help).
 check-gpu:
-	$(PY) -m verl_ext.check_gpu
+	@test -x $(PY) || { echo "no $(VENV): run 'make install-gpu' first" >&2; exit 1; }
+	$(PY) -m verl_ext.check_gpu $(CHECK_GPU_ARGS)
 
 demo: $(STAMP)
 	$(PY) -m verl_ext.demo
