@@ -190,7 +190,7 @@ def tiny_update(model_path: str, attention: str, device: str = "cuda") -> dict[s
     loss.backward()
     torch.optim.AdamW(model.parameters(), lr=1e-4).step()
     change = max(float((p.detach() - before[n]).abs().max()) for n, p in model.named_parameters())
-    return {"loss": float(loss), "change": change, "packed_gap": gap}
+    return {"loss": float(loss.detach()), "change": change, "packed_gap": gap}
 
 
 def tiny_generate(model_path: str) -> str:
@@ -249,7 +249,8 @@ def run_checks(model: str | None, attention: str, device: str = "cuda") -> None:
         start = time.perf_counter()
         text = tiny_generate(model)
         _line("vllm generate", f"{text!r} ({time.perf_counter() - start:.1f} s)")
-    packed_tol = 0.1 if device == "cuda" else 1e-4  # bf16 autocast vs fp32
+    # embedded model, CPU: bf16 autocast gap 0.05 (fp32: 8e-6); unrestarted positions (leaking) give 6.7
+    packed_tol = 0.5 if device == "cuda" else 1e-4
     _line("actor update", check_update(tiny_update(model, attention, device), packed_tol))
 
 
