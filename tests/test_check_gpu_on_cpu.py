@@ -94,3 +94,14 @@ def test_tiny_update_on_cpu(tiny_model):
 def test_failed_update_is_reported(result, message):
     with pytest.raises(check_gpu.CheckFailed, match=message):
         check_gpu.check_update(result, 0.1)
+
+
+@pytest.mark.parametrize("driver, message", [
+    ("570.86.15", "driver 570.86.15 is too old for the installed torch's CUDA 13.0"),  # before torch's device count
+    ("580.65.06", "no CUDA device visible to torch"),  # this machine has none
+])
+def test_driver_is_checked_before_the_devices(monkeypatch, driver, message):
+    monkeypatch.setattr(torch.version, "cuda", "13.0")  # as the GPU install's torch 2.11.0
+    monkeypatch.setattr(check_gpu, "driver_version", lambda: driver)
+    with pytest.raises(check_gpu.CheckFailed, match=message):
+        check_gpu.run_checks(None, "sdpa")
