@@ -99,10 +99,9 @@ def gpu_install_packages(project_root: str | Path) -> set[str]:
         names.add(_norm(req.name))
         if _norm(req.name) != "verl":
             continue
-        for extra in {""} | set(req.extras) - expanded:
+        for extra in ({""} | set(req.extras)) - expanded:  # "": verl's own requirements
             expanded.add(extra)
-            pending += [dep for dep in verl_requires
-                        if (dep.marker is None and not extra) or (dep.marker and dep.marker.evaluate({"extra": extra}))]
+            pending += [dep for dep in verl_requires if dep.marker is None or dep.marker.evaluate({"extra": extra})]
     return names
 
 
