@@ -21,6 +21,7 @@ from typing import Any, Iterable
 
 REQUIRED_FIELDS = ("data_source", "prompt", "ability", "reward_model", "extra_info")
 PASS_RATE_FIELDS = ("weak_pass_rate", "strong_pass_rate")
+PARQUET_BATCH_ROWS = 256  # source rows read at a time
 
 
 class DataError(ValueError):
@@ -125,6 +126,15 @@ def ground_truth_json(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
+def record_count(path: str | Path) -> int | None:
+    """Rows in a source file when known without reading it (parquet metadata), else None."""
+    if Path(path).suffix != ".parquet":
+        return None
+    import pyarrow.parquet as pq
+
+    return pq.ParquetFile(path).metadata.num_rows
+
+
 def iter_records(path: str | Path) -> Iterable[dict]:
     """Rows of a source file in its own format: .parquet, .jsonl/.json (list or lines), .csv."""
     import pandas as pd
@@ -133,8 +143,11 @@ def iter_records(path: str | Path) -> Iterable[dict]:
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file")
     suffix = "".join(path.suffixes[-2:]) if path.suffix == ".gz" else path.suffix
-    if suffix == ".parquet":
-        yield from (_plain(r) for r in pd.read_parquet(path).to_dict(orient="records"))
+    if suffix == ".parquet":  # in record batches: GURU's LiveCodeBench files are 3-5 GB
+        import pyarrow.parquet as pq
+
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=PARQUET_BATCH_ROWS):
+            yield from (_plain(r) for r in batch.to_pandas().to_dict(orient="records"))
     elif suffix in (".jsonl", ".jsonl.gz"):
         import gzip
 

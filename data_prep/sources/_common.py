@@ -16,7 +16,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from data_prep.schema import DataError, ground_truth_json, iter_records, validate_rows
+from data_prep.schema import DataError, ground_truth_json, iter_records, record_count, validate_rows
 
 log = logging.getLogger("data_prep.sources")
 
@@ -100,22 +100,22 @@ class Record:
 def read_source(input_path: str | None, hub: Hub, split: str, desc: str) -> Iterator[Record]:
     """Records of the hub dataset, or of the local file / folder ``input_path``, with progress."""
     tables = _hub_tables(hub, split) if input_path is None else _local_tables(Path(input_path), hub.glob)
-    for source, rows in tables:
-        for row, data in enumerate(tqdm(rows, desc=f"{desc}: {Path(source).name}", unit="row")):
+    for source, rows, total in tables:
+        for row, data in enumerate(tqdm(rows, total=total, desc=f"{desc}: {Path(source).name}", unit="row")):
             yield Record(source, row, dict(data))
 
 
-def _local_tables(path: Path, glob: str | None) -> Iterator[tuple[str, list[dict]]]:
+def _local_tables(path: Path, glob: str | None) -> Iterator[tuple[str, Iterable[dict], int | None]]:
     if path.is_dir() and glob is None:
         raise DataError(path, None, "<file>", "expected a file in the source's own format, got a folder")
     files = sorted(p for p in path.glob(glob) if p.is_file()) if path.is_dir() else [path]
     if not files:
         raise DataError(path, None, "<file>", f"no files matching {glob!r} in this folder")
     for file in files:
-        yield str(file), list(iter_records(file))
+        yield str(file), iter_records(file), record_count(file)
 
 
-def _hub_tables(hub: Hub, split: str) -> Iterator[tuple[str, Iterable[dict]]]:
+def _hub_tables(hub: Hub, split: str) -> Iterator[tuple[str, Iterable[dict], int]]:
     try:
         import datasets
     except ImportError as e:
@@ -126,7 +126,7 @@ def _hub_tables(hub: Hub, split: str) -> Iterator[tuple[str, Iterable[dict]]]:
             table = datasets.load_dataset(hub.repo, hub.config, split=hub.split or split, data_files=file)
         except Exception as e:  # offline, gated, renamed: all end in the same download advice
             raise RuntimeError(hub.advice(split, e)) from e
-        yield label, table
+        yield label, table, len(table)
 
 
 def finish(rows: list[dict], input_path: str | None, hub: Hub) -> list[dict]:

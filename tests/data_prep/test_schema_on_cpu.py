@@ -4,7 +4,16 @@ import copy
 
 import pytest
 
-from data_prep.schema import DataError, make_row, read_rows, validate_rows, write_rows
+from data_prep.schema import (
+    PARQUET_BATCH_ROWS,
+    DataError,
+    iter_records,
+    make_row,
+    read_rows,
+    record_count,
+    validate_rows,
+    write_rows,
+)
 
 
 def _rows(n=3):
@@ -17,6 +26,15 @@ def test_round_trip(tmp_path):
     back = read_rows(path)
     assert back == _rows()
     assert back[1]["prompt"] == [{"role": "user", "content": "q1"}]
+
+
+def test_parquet_sources_stream_in_batches_with_every_row_in_order(tmp_path):
+    n = 2 * PARQUET_BATCH_ROWS + 3  # three batches, the last one short
+    path = write_rows(_rows(n), tmp_path / "d.parquet")
+    records = iter_records(path)
+    assert next(records)["extra_info"]["index"] == 0  # a generator: nothing read ahead of use
+    assert [r["extra_info"]["index"] for r in records] == list(range(1, n))
+    assert record_count(path) == n and record_count(tmp_path / "d.jsonl") is None
 
 
 @pytest.mark.parametrize(
