@@ -35,4 +35,7 @@ REGISTRY: dict[str, Converter] = {
     "mmlu_pro": multiple_choice.mmlu_pro,
     "mbpp": code_evals.mbpp,
     "livecodebench": code_evals.livecodebench,
+    "guru_livecodebench": guru.convert_livecodebench,
+    "guru_ordering_puzzles": guru.convert_ordering_puzzles,
+    "guru_arc_agi": guru.convert_arc_agi,
 }

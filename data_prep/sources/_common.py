@@ -27,6 +27,11 @@ CHOICE_INSTRUCTION = (
     "Let's think step by step and output the final answer (the letter of the correct option) within \\boxed{}."
 )
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+# Imports LeetCode-style starter code uses without importing them (``List``, ``deque``, ...).
+LEETCODE_IMPORTS = (
+    "from typing import *\nfrom collections import *\nfrom functools import *\nfrom itertools import *\n"
+    "from heapq import *\nfrom bisect import *\nfrom math import *\nimport math\nimport string\nimport re\n"
+)
 
 
 @dataclass(frozen=True)
@@ -37,14 +42,14 @@ class Hub:
     config: str | None = None
     split: str | None = None  # the hub split; None: the split asked for
     files: tuple[str, ...] = ()  # repo files loaded one by one (their schemas differ)
-    glob: str | None = None  # multi-file sources: the files taken from a local folder given as input
+    globs: tuple[str, ...] = ()  # multi-file sources: patterns of the files taken from a local folder
     note: str = ""  # extra download advice (gated access, file names)
 
     def advice(self, split: str, err: Exception) -> str:
         config, split = self.config or "default", self.split or split
         what = ", ".join(self.files) or f"the data file of config '{config}', split '{split}'"
         note = f" ({self.note})" if self.note else ""
-        where = "the folder holding them (or one of them)" if self.glob else "the file"
+        where = "the folder holding them (or one of them)" if self.globs else "the file"
         return (
             f"could not load {self.repo} from the Hugging Face hub ({type(err).__name__}: {err}). "
             f"Download {what} from https://huggingface.co/datasets/{self.repo}{note} and pass {where} "
@@ -99,18 +104,18 @@ class Record:
 
 def read_source(input_path: str | None, hub: Hub, split: str, desc: str) -> Iterator[Record]:
     """Records of the hub dataset, or of the local file / folder ``input_path``, with progress."""
-    tables = _hub_tables(hub, split) if input_path is None else _local_tables(Path(input_path), hub.glob)
+    tables = _hub_tables(hub, split) if input_path is None else _local_tables(Path(input_path), hub.globs)
     for source, rows, total in tables:
         for row, data in enumerate(tqdm(rows, total=total, desc=f"{desc}: {Path(source).name}", unit="row")):
             yield Record(source, row, dict(data))
 
 
-def _local_tables(path: Path, glob: str | None) -> Iterator[tuple[str, Iterable[dict], int | None]]:
-    if path.is_dir() and glob is None:
+def _local_tables(path: Path, globs: tuple[str, ...]) -> Iterator[tuple[str, Iterable[dict], int | None]]:
+    if path.is_dir() and not globs:
         raise DataError(path, None, "<file>", "expected a file in the source's own format, got a folder")
-    files = sorted(p for p in path.glob(glob) if p.is_file()) if path.is_dir() else [path]
+    files = sorted({p for g in globs for p in path.glob(g) if p.is_file()}) if path.is_dir() else [path]
     if not files:
-        raise DataError(path, None, "<file>", f"no files matching {glob!r} in this folder")
+        raise DataError(path, None, "<file>", f"no files matching {' or '.join(globs)} in this folder")
     for file in files:
         yield str(file), iter_records(file), record_count(file)
 

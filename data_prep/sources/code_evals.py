@@ -18,7 +18,8 @@
   ``lcb_runner.grade_call_based`` reads them); ``entry_point`` = ``Solution`` and the test is
   ``check(candidate)`` asserting ``candidate().<func_name>(*args) == expected`` for every case;
   ``prefix`` = the usual imports (the starter code uses ``List`` etc. unimported). The report counts
-  each kind.
+  each kind. Every release v1-v6 (~1,055 problems): it contains the LiveCodeBench problems of GURU's
+  training file, so the BOTS code recipes validate on ``guru_livecodebench`` instead.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import zlib
 
 from data_prep.schema import make_row
 from data_prep.sources._common import (
+    LEETCODE_IMPORTS,
     PROGRAM_INSTRUCTION,
     Hub,
     Record,
@@ -45,12 +47,8 @@ from data_prep.sources._common import (
 
 MBPP = Hub("google-research-datasets/mbpp", config="full", split="test")
 LCB = Hub(
-    "livecodebench/code_generation_lite", split="train", glob="test*.jsonl",
+    "livecodebench/code_generation_lite", split="train", globs=("test*.jsonl",),
     files=tuple(f"test{n}.jsonl" for n in ("", 2, 3, 4, 5, 6)),
-)
-LCB_PREFIX = (
-    "from typing import *\nfrom collections import *\nfrom functools import *\nfrom itertools import *\n"
-    "from heapq import *\nfrom bisect import *\nfrom math import *\nimport math\nimport string\nimport re\n"
 )
 _DEF_RE = re.compile(r"^def\s+(\w+)\s*\(", re.MULTILINE)
 _CALL_CHECK = '''import json
@@ -159,7 +157,7 @@ def livecodebench(input_path: str | None = None, split: str = "test", *, report:
             if not func_name:
                 raise rec.fail("metadata", "functional tests need metadata.func_name")
             check = _CALL_CHECK.format(cases=[(c["input"], c["output"]) for c in cases], method=func_name)
-            truth = humaneval_truth(check, "Solution", LCB_PREFIX)
+            truth = humaneval_truth(check, "Solution", LEETCODE_IMPORTS)
         counts[kind] += 1
         rows.append(make_row(
             data_source="livecodebench", question=_question(rec, starter), ability="code", ground_truth=truth,

@@ -18,6 +18,23 @@ script calls (a function, or ``Solution`` for LeetCode-style classes), ``prefix`
 ``extra_info.prefix`` (imports, ListNode/TreeNode) that goes before the solution.
 
 Filter: logic excludes the zebra puzzles (``logic__zebra_puzzle*``, as in the BOTS paper), counted.
+
+Evaluation sets (the BOTS paper evaluates "following GURU", App. B.2): GURU's own validation files in
+``online_eval/``, in the same columns, without pass rates. **[decision]** ``online_eval/`` (the files
+GURU validates on during training, as verl's ``val_files`` do here) rather than ``offline_eval/``
+(its leaderboard files; convert one with ``--input FILE``). Files are matched by pattern because the
+hub renamed some (``simulation__arcagi1_200`` became ``logic__arcagi1_200``); a prompt met twice is
+counted as ``duplicate_prompt`` and kept once.
+
+* ``guru_livecodebench``: ``codegen__livecodebench_279`` (DeepCoder's ``lcbv5`` test split, problems
+  from 2024-08 on: after every LiveCodeBench problem in GURU's training file, which comes from the
+  releases before; ``python -m data_prep.overlap`` checks it);
+* ``guru_ordering_puzzles``: ``logic__ordering_puzzle_dataset_100``;
+* ``guru_arc_agi``: ``logic__arcagi1_200`` (ARC-AGI-1 evaluation tasks; training has the public
+  training tasks).
+
+Their ``data_source`` is the benchmark's name (``livecodebench``, ``ordering_puzzles``, ``arc_agi``),
+the name validation metrics and ``eval.tables`` use; GURU's own is kept as ``extra_info.dataset``.
 """
 
 from __future__ import annotations
@@ -26,11 +43,13 @@ import json
 import math
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from data_prep.embedded import LOGIC_INSTRUCTION, MATH_INSTRUCTION
 from data_prep.schema import make_row
 from data_prep.sources._common import (
+    LEETCODE_IMPORTS,
     PROGRAM_INSTRUCTION,
     Hub,
     Record,
@@ -99,7 +118,8 @@ def _code(rec: Record, question: str, truth) -> tuple[str, str]:
     entry = next((found[-1] for pattern in _ENTRY_POINTS if (found := pattern.findall(script))), None)
     if entry is None:
         raise rec.fail(TRUTH, "cannot find the function under test in the functional test script")
-    prefix = rec.get("extra_info", "prefix") or ""
+    # LeetCode2k ships its prefix; LiveCodeBench's Solution classes use List etc. unimported too.
+    prefix = rec.get("extra_info", "prefix") or (LEETCODE_IMPORTS if entry == "Solution" else "")
     return prompt, humaneval_truth(script.rstrip() + _NO_OP_CHECK, entry, prefix)
 
 
@@ -121,7 +141,7 @@ def _convert(
     split: str,
     report: dict | None,
 ) -> list[dict]:
-    hub = Hub(REPO, split="train", files=files, glob=f"**/{prefix}*.parquet")
+    hub = Hub(REPO, split="train", files=files, globs=(f"{prefix}*.parquet", f"train/{prefix}*.parquet"))
     rows: list[dict] = []
     counts = {"kept": 0} | ({"zebra_puzzle": 0} if prefix == "logic__" else {})
     for rec in read_source(input_path, hub, split, name):
@@ -158,3 +178,69 @@ def convert_code(input_path: str | None = None, split: str = "train", *, report:
 def convert_logic(input_path: str | None = None, split: str = "train", *, report: dict | None = None) -> list[dict]:
     """GURU logic (``logic__*``) without the zebra puzzles (5.0k)."""
     return _convert("guru_logic", "logic__", "logic", LOGIC_FILES, _logic, input_path, split, report)
+
+
+@dataclass(frozen=True)
+class _Benchmark:
+    """One GURU evaluation file: where it is, what its rows must be, how they convert."""
+
+    name: str  # converter and data_source name
+    pattern: str  # file name pattern inside EVAL_FOLDER
+    source: re.Pattern  # GURU data_source values it holds
+    ability: str
+    build: Callable[[Record, str, object], tuple[str, str]]
+
+
+EVAL_FOLDER = "online_eval"
+_BENCHMARKS = {
+    "livecodebench": _Benchmark("livecodebench", "codegen__livecodebench_*.parquet",
+                                re.compile(r"codegen__livecodebench"), "code", _code),
+    "ordering_puzzles": _Benchmark("ordering_puzzles", "logic__ordering_puzzle_dataset_*.parquet",
+                                   re.compile(r"logic__ordering_puzzle"), "logic", _logic),
+    "arc_agi": _Benchmark("arc_agi", "*__arcagi1_*.parquet", re.compile(r"(logic|simulation)__arcagi1"), "logic",
+                          _logic),
+}
+
+
+def _convert_eval(bench: _Benchmark, input_path: str | None, split: str, report: dict | None) -> list[dict]:
+    name = f"guru_{bench.name}"
+    in_folder = f"{EVAL_FOLDER}/{bench.pattern}"
+    hub = Hub(REPO, split="train", files=(in_folder,), globs=(bench.pattern, in_folder),
+              note="or the same benchmark's file in offline_eval/")
+    rows: list[dict] = []
+    seen: dict[str, int] = {}
+    counts = {"kept": 0, "duplicate_prompt": 0}
+    for rec in read_source(input_path, hub, split, name):
+        source = rec.text("data_source")
+        if not bench.source.match(source):
+            raise rec.fail("data_source", f"expected a {bench.source.pattern}* source, got {source!r}")
+        system, question = rec.chat()
+        prompt, truth = bench.build(rec, question, rec.get("reward_model", "ground_truth"))
+        if prompt in seen:
+            counts["duplicate_prompt"] += 1
+            continue
+        seen[prompt] = rec.row
+        rows.append(make_row(
+            data_source=bench.name, question=prompt, system=system, ability=bench.ability, ground_truth=truth,
+            index=len(rows), split=split, dataset=source, source_file=Path(rec.source).name, source_row=rec.row,
+        ))
+    counts["kept"] = len(rows)
+    report_counts(name, counts, report)
+    return finish(rows, input_path, hub)
+
+
+def convert_livecodebench(input_path: str | None = None, split: str = "test", *,
+                          report: dict | None = None) -> list[dict]:
+    """GURU's LiveCodeBench validation subset (279 problems from 2024-08 on)."""
+    return _convert_eval(_BENCHMARKS["livecodebench"], input_path, split, report)
+
+
+def convert_ordering_puzzles(input_path: str | None = None, split: str = "test", *,
+                             report: dict | None = None) -> list[dict]:
+    """GURU's ordering-puzzle validation set."""
+    return _convert_eval(_BENCHMARKS["ordering_puzzles"], input_path, split, report)
+
+
+def convert_arc_agi(input_path: str | None = None, split: str = "test", *, report: dict | None = None) -> list[dict]:
+    """GURU's ARC-AGI(-1) validation set."""
+    return _convert_eval(_BENCHMARKS["arc_agi"], input_path, split, report)

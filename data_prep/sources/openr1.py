@@ -28,7 +28,7 @@ from data_prep.embedded import MATH_INSTRUCTION
 from data_prep.schema import make_row
 from data_prep.sources._common import Hub, Record, claim_id, finish, read_source, report_counts
 
-HUB = Hub("open-r1/OpenR1-Math-220k", config="default", split="train", glob="**/*.parquet")
+HUB = Hub("open-r1/OpenR1-Math-220k", config="default", split="train", globs=("**/*.parquet",))
 MAX_TOKENS = 8192
 DEFAULT_TOKENIZER = "Qwen/Qwen2.5-Math-7B"
 FLAGS = ("correctness_math_verify", "is_reasoning_complete")

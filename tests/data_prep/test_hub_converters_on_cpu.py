@@ -23,7 +23,7 @@ CASES = {
     "guru_math": ("guru", "LLM360/guru-RL-92k", "math", {"kept": 3}, {
         2: ("Compute $\\frac{1}{2}+\\frac{1}{4}$.\n\n" + MATH_INSTRUCTION, "\\frac{3}{4}"),
     }),
-    "guru_code": ("guru", "LLM360/guru-RL-92k", "code", {"kept": 3}, {}),
+    "guru_code": ("guru", "LLM360/guru-RL-92k", "code", {"kept": 4}, {}),
     "guru_logic": ("guru", "LLM360/guru-RL-92k", "logic", {"kept": 3, "zebra_puzzle": 1}, {
         0: ("Example 1\nInput: [[0, 1]]\nOutput: [[1, 0]]\n\nTest input: [[2, 3], [4, 5]]\nWhat is the output grid? "
             "Please put your answer within <answer> and </answer> tags.", "[[3, 2], [5, 4]]"),
@@ -67,21 +67,37 @@ CASES = {
     "mbpp": ("mbpp_full_test.parquet", "google-research-datasets/mbpp", "code", {"kept": 3}, {}),
     "livecodebench": ("livecodebench_test.jsonl", "livecodebench/code_generation_lite", "code",
                       {"kept": 2, "stdin": 1, "functional": 1}, {}),
+    "guru_livecodebench": ("guru", "LLM360/guru-RL-92k", "code", {"kept": 2, "duplicate_prompt": 0}, {}),
+    "guru_ordering_puzzles": ("guru", "LLM360/guru-RL-92k", "logic", {"kept": 2, "duplicate_prompt": 0}, {
+        1: (None, '["Ann", "Bo", "Cy"]'),
+    }),
+    "guru_arc_agi": ("guru", "LLM360/guru-RL-92k", "logic", {"kept": 2, "duplicate_prompt": 1}, {
+        0: (None, "[[0, 2], [3, 0]]"),  # in both published file names: kept once
+        1: (None, "[[4, 4]]"),
+    }),
 }
 
 TRAINING = {"guru_math", "guru_code", "guru_logic", "dapo_math", "math_lvl3to5", "openr1_math", "countdown_tasks_3to4"}
 # No imports: `List` comes from the ground truth's "prefix", which the code verifier prepends.
 TWO_SUM = "class Solution:\n    def twoSum(self, nums: List[int], target: int) -> List[int]:\n"
 PAIR_SUM = "class Solution:\n    def maxPairSum(self, nums: List[int]) -> int:\n"
+COUNT_PAIRS = "class Solution:\n    def countPairs(self, nums: List[int], k: int) -> int:\n"
 SUM_STDIN = "a, b = map(int, input().split())\nprint(a + b)\n"
+APPLES = "input()\na = list(map(int, input().split()))\nprint(sum(a) - max(a))\n"
 # name: [(row, correct solution, wrong solution)]
 SOLUTIONS = {
     "guru_code": [
         (0, TWO_SUM + "        seen = {}\n        for i, x in enumerate(nums):\n            if target - x in seen:\n"
                       "                return [seen[target - x], i]\n            seen[x] = i\n",
          TWO_SUM + "        return [0, 1]\n"),
-        (1, "def add(a, b):\n    return a + b\n", "def add(a, b):\n    return a - b\n"),
-        (2, SUM_STDIN, "a, b = map(int, input().split())\nprint(a * b)\n"),
+        (1, PAIR_SUM + "        return sum(sorted(nums)[-2:])\n", PAIR_SUM + "        return 2 * max(nums)\n"),
+        (2, "def add(a, b):\n    return a + b\n", "def add(a, b):\n    return a - b\n"),
+        (3, SUM_STDIN, "a, b = map(int, input().split())\nprint(a * b)\n"),
+    ],
+    "guru_livecodebench": [
+        (0, COUNT_PAIRS + "        return sum(nums[i] + nums[j] == k for i in range(len(nums)) "
+                          "for j in range(i + 1, len(nums)))\n", COUNT_PAIRS + "        return 1\n"),
+        (1, APPLES, "input()\nprint(sum(map(int, input().split())))\n"),
     ],
     "mbpp": [
         (0, "def square(n):\r\n  return n * n", "def square(n):\n    return n + n\n"),
@@ -158,10 +174,29 @@ def test_guru_keeps_reference_pass_rates_and_metadata():
     assert code[0]["extra_info"]["difficulty"] == "Easy"
     truth = json.loads(code[0]["reward_model"]["ground_truth"])
     assert truth["entry_point"] == "Solution" and truth["prefix"].startswith("from typing import *")
-    assert json.loads(code[1]["reward_model"]["ground_truth"])["entry_point"] == "add"
-    assert code[1]["prompt"][0]["content"].endswith(PROGRAM_INSTRUCTION)  # PrimeIntellect asked for no code block
+    lcb = json.loads(code[1]["reward_model"]["ground_truth"])  # LiveCodeBench: no prefix shipped, imports added
+    assert lcb["entry_point"] == "Solution" and lcb["prefix"].startswith("from typing import *")
+    assert json.loads(code[2]["reward_model"]["ground_truth"])["entry_point"] == "add"
+    assert code[2]["prompt"][0]["content"].endswith(PROGRAM_INSTRUCTION)  # PrimeIntellect asked for no code block
     logic, _ = convert("guru_logic")
     assert "logic__zebra_puzzle_dataset" not in {r["data_source"] for r in logic}
+
+
+def test_guru_folder_gives_training_files_to_training_and_validation_files_to_validation():
+    """A whole GURU download holds train/ and online_eval/: neither converter reads the other's files."""
+    train, _ = convert("guru_code")
+    assert {r["extra_info"]["source_file"] for r in train} == {
+        "codegen__leetcode2k_1.parquet", "codegen__livecodebench_1.parquet", "codegen__primeintellect_1.parquet",
+        "codegen__taco_1.parquet"}
+    for name, benchmark, gurus in [("guru_livecodebench", "livecodebench", {"codegen__livecodebench"}),
+                                   ("guru_ordering_puzzles", "ordering_puzzles", {"logic__ordering_puzzle_dataset"}),
+                                   ("guru_arc_agi", "arc_agi", {"logic__arcagi1"})]:
+        rows, _ = convert(name)
+        assert {r["data_source"] for r in rows} == {benchmark}  # the name validation metrics and eval.tables use
+        assert {r["extra_info"]["dataset"] for r in rows} == gurus
+        assert all(r["extra_info"]["split"] == "test" and "weak_pass_rate" not in r["extra_info"] for r in rows)
+    arc, _ = convert("guru_arc_agi")  # the renamed file's copy of task A is the duplicate
+    assert [r["extra_info"]["source_file"] for r in arc] == ["logic__arcagi1_2.parquet"] * 2
 
 
 @pytest.mark.parametrize("name", sorted(SOLUTIONS))
