@@ -55,6 +55,24 @@ prepare_dataset() {  # prepare_dataset DIR NAME SPLIT
   execute "${cmd[@]}"
 }
 
+# Evaluation prompts must not be training prompts (python -m data_prep.overlap, word 13-grams): exits 1
+# listing the overlaps; ALLOW_OVERLAP=1 reports them and goes on. Paths are relative to DIR, without .parquet.
+check_overlap() {  # check_overlap DIR TRAIN EVAL...
+  local dir="$1" train="$2" name
+  shift 2
+  local cmd=("$PYTHON" -m data_prep.overlap --train "$dir/$train.parquet" --eval)
+  for name in "$@"; do cmd+=("$dir/$name.parquet"); done
+  cmd+=(--json "$dir/overlap_${train%%/*}.json")
+  execute "${cmd[@]}" && return 0
+  if [[ "${ALLOW_OVERLAP:-0}" == 1 ]]; then
+    echo "warning: evaluation prompts overlap training prompts (above; ALLOW_OVERLAP=1)" >&2
+  else
+    echo "evaluation prompts overlap training prompts (above; $dir/overlap_${train%%/*}.json): remove them from" \
+         "one side, or set ALLOW_OVERLAP=1 to go on" >&2
+    return 1
+  fi
+}
+
 recipe_train() {
   local group="$1" setting="$2"; shift 2
   local data_dir out_dir name

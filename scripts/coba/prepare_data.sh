@@ -4,10 +4,14 @@
 #   dapo_math/train (DAPO-Math-17k, deduplicated) + aime24, aime25, amc23, math500, olympiadbench /test
 # Sources load from the Hugging Face hub, or from a local copy in the source's own format given as
 # <NAME>_INPUT (e.g. DAPO_MATH_INPUT=/dl/dapo-math-17k.parquet). Existing files are kept (FORCE=1 rebuilds).
-# Environment: DATA_DIR (default data/coba), PYTHON, DRY_RUN=1.
+# Then the train / validation overlap check (python -m data_prep.overlap; stops listing overlaps, report in
+# DATA_DIR/overlap_dapo_math.json; ALLOW_OVERLAP=1 goes on). Environment: DATA_DIR (default data/coba),
+# PYTHON, DRY_RUN=1.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 data_dir="$(abspath "${DATA_DIR:-$ROOT/data/coba}")"
 prepare_dataset "$data_dir" dapo_math train
-for bench in aime24 aime25 amc23 math500 olympiadbench; do prepare_dataset "$data_dir" "$bench" test; done
+benchmarks=(aime24 aime25 amc23 math500 olympiadbench)
+for bench in "${benchmarks[@]}"; do prepare_dataset "$data_dir" "$bench" test; done
+check_overlap "$data_dir" dapo_math/train "${benchmarks[@]/%//test}"

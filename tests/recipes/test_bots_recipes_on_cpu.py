@@ -15,11 +15,19 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::U
 SETTINGS = {  # name: (prompts per step, mini-batch, FSDP CPU offload, steps, validation sets)
     "qwen2.5-1.5b-instruct_math": (256, 32, False, 100, ["math500/test", "aime24/test"]),
     "qwen2.5-1.5b-instruct_code": (256, 32, False, 70, ["humaneval/train", "humaneval/test", "mbpp/test",
-                                                         "livecodebench/test"]),
-    "qwen2.5-1.5b-instruct_logic": (256, 32, False, 100, ["ordering_puzzles/test", "arc_agi/test"]),
+                                                         "guru_livecodebench/test"]),
+    "qwen2.5-1.5b-instruct_logic": (256, 32, False, 100, ["guru_ordering_puzzles/test", "guru_arc_agi/test"]),
     "qwen2.5-7b_math": (512, 64, True, 100, ["math500/test", "aime24/test"]),
-    "qwen2.5-7b_code": (512, 64, True, 70, ["humaneval/train", "humaneval/test", "mbpp/test", "livecodebench/test"]),
-    "qwen2.5-7b_logic": (512, 64, True, 100, ["ordering_puzzles/test", "arc_agi/test"]),
+    "qwen2.5-7b_code": (512, 64, True, 70, ["humaneval/train", "humaneval/test", "mbpp/test",
+                                             "guru_livecodebench/test"]),
+    "qwen2.5-7b_logic": (512, 64, True, 100, ["guru_ordering_puzzles/test", "guru_arc_agi/test"]),
+}
+PREPARED = {  # prepare_data.sh DOMAIN: (converted datasets, overlap check's training file and evaluation files)
+    "math": (["guru_math", "math500", "aime24"], "guru_math/train", ["math500/test", "aime24/test"]),
+    "code": (["guru_code", "humaneval", "mbpp", "guru_livecodebench"], "guru_code/train",
+             ["humaneval/train", "humaneval/test", "mbpp/test", "guru_livecodebench/test"]),
+    "logic": (["guru_logic", "guru_ordering_puzzles", "guru_arc_agi"], "guru_logic/train",
+              ["guru_ordering_puzzles/test", "guru_arc_agi/test"]),
 }
 BASELINES = {  # selector= preset: (selector name, rho, lambda, posterior sampling)
     "random": ("uniform", None, None, None),
@@ -163,16 +171,34 @@ def test_cpu_launcher_dry_run():
     assert any(w.startswith("actor_rollout_ref.model.path=") and "SmolLM2-135M-Instruct" in w for w in words)
 
 
-def test_logic_preparation_fails_without_its_validation_sets(tmp_path):
-    (tmp_path / "guru_logic").mkdir()
-    (tmp_path / "guru_logic" / "train.parquet").touch()  # the training file exists: no download attempted
-    proc = _launch("prepare_data.sh", "logic", DATA_DIR=str(tmp_path), DRY_RUN="0")
-    assert proc.returncode == 1 and "missing logic validation set" in proc.stderr
-    assert str(tmp_path / "arc_agi" / "test.parquet") in proc.stderr
-    for bench in ("ordering_puzzles", "arc_agi"):
-        (tmp_path / bench).mkdir()
-        (tmp_path / bench / "test.parquet").touch()
-    assert _launch("prepare_data.sh", "logic", DATA_DIR=str(tmp_path), DRY_RUN="0").returncode == 0
+@pytest.mark.parametrize("domain", sorted(PREPARED))
+def test_prepare_data_converts_the_recipes_files_then_checks_overlap(domain):
+    datasets, train, evals = PREPARED[domain]
+    proc = _launch("prepare_data.sh", domain, DATA_DIR="/d", FORCE="1")
+    assert proc.returncode == 0, proc.stderr
+    *prep, overlap = [line.split() for line in proc.stdout.splitlines()]
+    assert [words[3] for words in prep] == datasets and all(words[1:3] == ["-m", "data_prep"] for words in prep)
+    assert overlap[1:5] == ["-m", "data_prep.overlap", "--train", f"/d/{train}.parquet"]
+    assert overlap[5:-2] == ["--eval", *(f"/d/{e}.parquet" for e in evals)]
+    for setting, (*_, val) in SETTINGS.items():  # exactly the files the domain's recipes validate on
+        if setting.endswith(domain):
+            assert sorted(val) == sorted(evals)
+
+
+def test_prepare_data_stops_when_validation_prompts_are_training_prompts(tmp_path):
+    """A real run on the hub fixtures: clean files pass; a validation file holding training rows stops it."""
+    hub = ROOT / "tests" / "fixtures" / "hub"
+    inputs = {"GURU_CODE_INPUT": str(hub / "guru"), "MBPP_INPUT": str(hub / "mbpp_full_test.parquet"),
+              "GURU_LIVECODEBENCH_INPUT": str(hub / "guru"), "DATA_DIR": str(tmp_path), "DRY_RUN": "0"}
+    proc = _launch("prepare_data.sh", "code", **inputs)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert ": 0 overlap" in proc.stdout and (tmp_path / "overlap_guru_code.json").is_file()
+    (tmp_path / "mbpp" / "test.parquet").write_bytes((tmp_path / "guru_code" / "train.parquet").read_bytes())
+    stopped = _launch("prepare_data.sh", "code", **inputs)
+    assert stopped.returncode == 1 and "OVERLAP" in stopped.stdout
+    assert "ALLOW_OVERLAP=1" in stopped.stderr and str(tmp_path / "overlap_guru_code.json") in stopped.stderr
+    allowed = _launch("prepare_data.sh", "code", **inputs, ALLOW_OVERLAP="1")
+    assert allowed.returncode == 0 and "warning: evaluation prompts overlap" in allowed.stderr
 
 
 def test_scripts_parse():

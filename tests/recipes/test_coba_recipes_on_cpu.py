@@ -194,9 +194,11 @@ def test_cpu_launcher_dry_run():
 
 
 def test_prepare_data_dry_run(tmp_path):
-    runs = _runs(_launch("prepare_data.sh", DATA_DIR=str(tmp_path), DAPO_MATH_INPUT="/dl/dapo.parquet"))
+    *runs, overlap = _runs(_launch("prepare_data.sh", DATA_DIR=str(tmp_path), DAPO_MATH_INPUT="/dl/dapo.parquet"))
     assert [r[3] for r in runs] == ["dapo_math", *BENCHMARKS]
     assert runs[0][-2:] == ["--input", "/dl/dapo.parquet"] and all(r[4:6] == ["--out", str(tmp_path)] for r in runs)
+    assert overlap[1:5] == ["-m", "data_prep.overlap", "--train", f"{tmp_path}/dapo_math/train.parquet"]
+    assert overlap[5:-2] == ["--eval", *(f"{tmp_path}/{b}/test.parquet" for b in BENCHMARKS)]
 
 
 def test_scripts_parse():
