@@ -92,11 +92,13 @@ def countdown(train_size: int = 512, test_size: int = 200, seed: int = 0) -> dic
     return _generate(("countdown",), {"train": train_size, "test": test_size}, seed, to_row, **config)
 
 
-def _math_rows(task: str, data_source: str, train_size: int, test_size: int, seed: int, **config) -> dict[str, list[dict]]:
+def _math_rows(task: str, data_source: str, train_size: int, test_size: int, seed: int,
+               metadata: tuple[str, ...] = (), **config) -> dict[str, list[dict]]:
     def to_row(it: dict, index: int, split: str) -> dict:
         return make_row(
             data_source=data_source, ability="math", index=index, split=split,
             question=f"{it['question']}\n\n{MATH_INSTRUCTION}", ground_truth=str(it["answer"]), task=task,
+            **{key: it["metadata"][key] for key in metadata},
         )
 
     return _generate((task,), {"train": train_size, "test": test_size}, seed, to_row, **config)
@@ -106,7 +108,8 @@ def arithmetic(train_size: int = 512, test_size: int = 200, seed: int = 0) -> di
     """Two- or three-term integer expressions (reasoning-gym ``basic_arithmetic``): easy enough that the
     embedded 135M model solves some, so CPU runs see non-degenerate groups."""
     config = dict(min_terms=2, max_terms=3, min_digits=1, max_digits=2, operators=("+", "-", "*"), allow_negation=False)
-    return _math_rows("basic_arithmetic", "arithmetic", train_size, test_size, seed, **config)
+    return _math_rows("basic_arithmetic", "arithmetic", train_size, test_size, seed,
+                      metadata=("expression", "num_terms", "num_digits"), **config)
 
 
 def gsm(train_size: int = 512, test_size: int = 200, seed: int = 0) -> dict[str, list[dict]]:

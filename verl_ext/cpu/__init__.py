@@ -86,8 +86,8 @@ from typing import Mapping
 PLUGIN_MODULE = "verl_ext.cpu.plugin"
 ENV_PREFIX = "+ray_kwargs.ray_init.runtime_env.env_vars."
 
-__all__ = ["PLUGIN_MODULE", "project_root", "cpu_env", "cpu_overrides", "main_ppo_command", "is_cpu_mode",
-           "split_hydra_flags"]
+__all__ = ["PLUGIN_MODULE", "project_root", "cpu_env", "cpu_overrides", "cpu_precision", "main_ppo_command",
+           "is_cpu_mode", "split_hydra_flags"]
 
 
 def project_root() -> str:
@@ -125,6 +125,29 @@ def cpu_env(base: Mapping[str, str] | None = None, *, num_threads: int | None = 
         "OMP_NUM_THREADS": str(threads),
         "TOKENIZERS_PARALLELISM": "false",
     }
+
+
+PRECISION_ENV = "VERL_EXT_CPU_PRECISION"
+BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
+
+
+def cpu_precision(environ: Mapping[str, str] | None = None, cpuinfo: str | None = None) -> str:
+    """FSDP compute dtype of the CPU mode: ``$VERL_EXT_CPU_PRECISION`` (``fp32`` / ``bf16``) if set, else
+    ``bf16`` on CPUs with bf16 instructions (``avx512_bf16`` or ``amx_bf16`` in ``/proc/cpuinfo``), else
+    ``fp32`` (without them bf16 matmuls are emulated and far slower)."""
+    env = os.environ if environ is None else environ
+    chosen = env.get(PRECISION_ENV, "").strip().lower()
+    if chosen:
+        if chosen not in ("fp32", "bf16"):
+            raise ValueError(f"{PRECISION_ENV} must be fp32 or bf16, got {chosen!r}")
+        return chosen
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            cpuinfo = ""
+    flags = set(cpuinfo.split())
+    return "bf16" if any(f in flags for f in BF16_CPU_FLAGS) else "fp32"
 
 
 def _hydra_quote(value: str) -> str:
