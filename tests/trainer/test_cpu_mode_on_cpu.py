@@ -9,7 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from verl_ext.cpu import PLUGIN_MODULE, cpu_env, cpu_overrides, main_ppo_command, project_root, split_hydra_flags
+from verl_ext.cpu import (
+    PLUGIN_MODULE,
+    PRECISION_ENV,
+    cpu_env,
+    cpu_overrides,
+    cpu_precision,
+    main_ppo_command,
+    project_root,
+    split_hydra_flags,
+)
 from verl_ext.cpu.shims import _dedupe_backend
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")
@@ -81,12 +90,17 @@ def test_overrides_compose_with_verl_config():
         with initialize_config_module(config_module="verl.trainer.config", version_base=None):
             cfg = compose("ppo_trainer", overrides=[*cpu_overrides(), "actor_rollout_ref.model.path=/m"])
             two_ranks = compose("ppo_trainer", overrides=[*cpu_overrides(), "trainer.n_gpus_per_node=2"])
+            fp32 = compose("ppo_trainer", overrides=cpu_overrides({PRECISION_ENV: "fp32"}))
+            bf16 = compose("ppo_trainer", overrides=cpu_overrides(precision="bf16"))
     finally:
         GlobalHydra.instance().clear()
     assert cfg.trainer.device == "cpu" and cfg.actor_rollout_ref.rollout.name == "hf"
     assert cfg.actor_rollout_ref.actor.strategy == "fsdp2"
     assert cfg.actor_rollout_ref.model.override_config.attn_implementation == "sdpa"
-    assert cfg.actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype == "fp32"
+    assert cfg.actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype == cpu_precision()  # this CPU's rule
+    for chosen, dtype in ((fp32, "fp32"), (bf16, "bf16")):
+        assert chosen.actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype == dtype
+        assert chosen.actor_rollout_ref.ref.fsdp_config.mixed_precision.param_dtype == dtype
     env_vars = cfg.ray_kwargs.ray_init.runtime_env.env_vars
     assert env_vars.VERL_PLATFORM == "cpu" and env_vars.VERL_USE_EXTERNAL_MODULES == PLUGIN_MODULE
     assert cfg.ray_kwargs.ray_init.num_gpus == 1

@@ -4,6 +4,7 @@ the assertions: the 2-layer embedded model on worked arithmetic answers (``data_
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ import torch
 from data_prep import embedded
 from data_prep.sft import build, sft_row, worked_solution, write_sft
 from data_prep.schema import DataError
-from verl_ext.cpu import cpu_precision
+from verl_ext.cpu import PRECISION_ENV, cpu_precision
 from verl_ext.sft import sft_command
 
 STEPS, BATCH = 3, 8
@@ -35,13 +36,14 @@ def sft_run(tmp_path_factory):
          "data.use_dynamic_bsz=False", "data.max_length=256", "optim.lr=1e-4", "trainer.total_epochs=1",
          "model.enable_gradient_checkpointing=False", "checkpoint.save_contents=[hf_model]",
          "trainer.project_name=test", "trainer.experiment_name=sft", f"trainer.default_local_dir={out}"],
-        capture_output=True, text=True, timeout=600)
+        capture_output=True, text=True, timeout=600, env={**os.environ, PRECISION_ENV: "bf16"})  # the CPU default
     return {"proc": proc, "out": out, "model": model, "files": files}
 
 
 def test_sft_trains_through_verls_sft_trainer_and_logs_every_step(sft_run):
     proc = sft_run["proc"]
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "'mixed_precision': {'param_dtype': 'bf16'" in proc.stdout  # bf16 compute, fp32 weights
     records = [json.loads(line) for line in (sft_run["out"] / "metrics" / "sft.jsonl").read_text().splitlines()]
     train = [r for r in records if "train/loss" in r["data"]]
     assert [r["step"] for r in train] == list(range(1, STEPS + 1))

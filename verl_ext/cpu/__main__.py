@@ -18,7 +18,8 @@ from verl_ext.cpu import cpu_env, cpu_overrides, main_ppo_command
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m verl_ext.cpu", description=__doc__.split("\n")[0])
     parser.add_argument("--num-threads", type=int, default=None, help="torch threads per process (default: all cores)")
-    parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
+    parser.add_argument("--precision", choices=("fp32", "bf16"), default=None,
+                        help="FSDP compute dtype (default: bf16 where the CPU has bf16 instructions, else fp32)")
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser("env", help="print export lines")
     sub.add_parser("overrides", help="print Hydra overrides, one per line")
