@@ -1,0 +1,58 @@
+"""The warm-started embedded policy (verl_ext.models.warm_start): built once through the real SFT path, cached
+with its marker, rebuilt on request; the 2-layer truncated model keeps it fast."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from verl_ext.models.embedded import embedded_model_path
+from verl_ext.models.warm_start import WarmStartConfig, warm_start_info, warm_start_path
+
+CONFIG = WarmStartConfig(steps=2, batch=4, lr=1e-4, eval_tasks=2, k=1, num_layers=2)
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    """A private cache holding only the truncated base model (linked, not converted again)."""
+    root = tmp_path_factory.mktemp("cache") / "models"  # the layout under $VERL_EXT_CACHE
+    root.mkdir()
+    base = Path(embedded_model_path(num_layers=2))
+    (root / base.name).symlink_to(base, target_is_directory=True)
+    path = warm_start_path(CONFIG, cache_dir=root)
+    return {"root": root, "path": Path(path), "base": base}
+
+
+def test_warm_start_is_a_fine_tuned_checkpoint_with_its_record(cache):
+    from safetensors.torch import load_file
+
+    path = cache["path"]
+    assert path.parent == cache["root"] and path.name == CONFIG.name()
+    info = warm_start_info(path)
+    assert info["warm_start"]["steps"] == 2 and info["base"] == str(cache["root"] / cache["base"].name)
+    assert info["sft_loss_last"] < info["sft_loss_first"]
+    assert info["heldout"]["tasks"] == 2 and 0.0 <= info["heldout"]["accuracy"] <= 1.0
+    before, after = load_file(str(cache["base"] / "model.safetensors")), load_file(str(path / "model.safetensors"))
+    assert any(not torch.equal(before[k], after[k].to(before[k].dtype)) for k in before)
+    assert (cache["root"] / f"{CONFIG.name()}.log").is_file()
+    assert not [p for p in cache["root"].iterdir() if p.name.startswith(".tmp-")]  # nothing half-built left
+
+
+def test_cached_until_rebuilt_and_each_setting_has_its_own_directory(cache):
+    marker = cache["path"] / "verl_ext_embedded.json"
+    stamp = marker.stat().st_mtime_ns
+    assert warm_start_path(CONFIG, cache_dir=cache["root"]) == str(cache["path"])
+    assert marker.stat().st_mtime_ns == stamp  # reused, not rebuilt
+    assert WarmStartConfig(steps=3, batch=4, num_layers=2).name() != CONFIG.name()
+    env = {**os.environ, "VERL_EXT_CACHE": str(cache["root"].parent)}
+    cli = subprocess.run([sys.executable, "-m", "verl_ext.models.warm_start", "--num-layers", "2", "--steps", "2",
+                          "--batch", "4", "--lr", "1e-4", "--eval-tasks", "2", "--k", "1", "--rebuild"],
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert cli.returncode == 0, cli.stdout[-2000:] + cli.stderr[-2000:]
+    assert cli.stdout.strip().splitlines()[-1] == str(cache["path"])
+    assert marker.stat().st_mtime_ns != stamp  # --rebuild built it again
