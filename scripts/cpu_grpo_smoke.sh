@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Real verl GRPO training on the CPU: `python -m verl.trainer.main_ppo` (v1 trainer, Ray,
 # TransferQueue) with the embedded SmolLM2 model, the `hf` rollout backend and the project's
-# reward function, on a tiny Countdown set. Two steps by default; prints per-step metrics and wall
-# time, and saves the actor in Hugging Face format at the last step so weights can be compared.
+# reward function, on a tiny Countdown set, with the shared small-CPU preset
+# (verl_ext/config/preset/cpu_small.yaml). Two steps by default; prints per-step metrics and wall time,
+# and saves the actor in Hugging Face format at the last step so weights can be compared.
 #
 #   scripts/cpu_grpo_smoke.sh [extra Hydra overrides...]
 #
@@ -88,33 +89,20 @@ mapfile -t CPU_OVERRIDES < <("$PYTHON" -m verl_ext.cpu "${THREAD_ARGS[@]}" overr
 export VERL_FILE_LOGGER_PATH="$OUT/metrics.jsonl"
 
 t1=$(date +%s.%N)
-"$PYTHON" -m verl.trainer.main_ppo \
+"$PYTHON" -m verl.trainer.main_ppo --config-dir "$ROOT/verl_ext/config" \
   "${CPU_OVERRIDES[@]}" \
-  algorithm.adv_estimator=grpo \
-  algorithm.use_kl_in_reward=False \
+  +preset=cpu_small \
   data.train_files="$OUT/data/train.parquet" \
   data.val_files="$OUT/data/test.parquet" \
   data.train_batch_size="$PROMPTS" \
-  data.max_prompt_length=256 \
   data.max_response_length="$RESPONSE" \
-  data.filter_overlong_prompts=False \
-  data.truncation=error \
   actor_rollout_ref.model.path="$MODEL" \
-  actor_rollout_ref.model.enable_gradient_checkpointing=False \
   actor_rollout_ref.actor.optim.lr=1e-5 \
   actor_rollout_ref.actor.optim.weight_decay=0.0 \
-  actor_rollout_ref.actor.ppo_mini_batch_size="$PROMPTS" \
-  actor_rollout_ref.actor.use_dynamic_bsz=True \
-  actor_rollout_ref.actor.ppo_max_token_len_per_gpu=8192 \
-  actor_rollout_ref.actor.use_kl_loss=False \
   actor_rollout_ref.actor.entropy_coeff=0.001 \
   actor_rollout_ref.actor.checkpoint.save_contents='[hf_model]' \
   actor_rollout_ref.rollout.n="$N" \
-  actor_rollout_ref.rollout.temperature=1.0 \
   actor_rollout_ref.rollout.calculate_log_probs=True \
-  reward.custom_reward_function.path="$ROOT/verl_ext/rewards/__init__.py" \
-  reward.custom_reward_function.name=compute_score \
-  trainer.logger='[console,file]' \
   trainer.project_name=verl_ext_cpu_smoke \
   trainer.experiment_name=grpo \
   trainer.total_epochs=100 \
@@ -122,8 +110,6 @@ t1=$(date +%s.%N)
   trainer.save_freq="$STEPS" \
   trainer.default_local_dir="$OUT/ckpt" \
   trainer.resume_mode=disable \
-  trainer.val_before_train=False \
-  trainer.test_freq=-1 \
   "$@"
 t2=$(date +%s.%N)
 

@@ -40,24 +40,15 @@ COLUMNS = (
 
 
 def trainer_command(out: Path, model: str, data: dict[str, Path], args, extra: list[str]) -> list[str]:
-    reward_path = Path(__file__).resolve().parent / "rewards" / "__init__.py"
     return [
-        sys.executable, "-m", "verl_ext.main", "--cpu",
+        sys.executable, "-m", "verl_ext.main", "--cpu", "+preset=cpu_small",
         f"data.train_files={data['train']}", f"data.val_files={data['test']}",
-        f"data.train_batch_size={args.prompts}", "data.max_prompt_length=256",
-        f"data.max_response_length={args.response_length}", f"data.seed={args.seed}",
-        f"actor_rollout_ref.model.path={model}",
-        "algorithm.adv_estimator=grpo",
-        f"actor_rollout_ref.rollout.n={args.n}",
-        "actor_rollout_ref.model.enable_gradient_checkpointing=False",
-        f"actor_rollout_ref.actor.ppo_mini_batch_size={args.prompts}",
-        "actor_rollout_ref.actor.use_dynamic_bsz=True", "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=4096",
-        "actor_rollout_ref.actor.use_kl_loss=False", "actor_rollout_ref.actor.optim.lr=1e-5",
-        f"reward.custom_reward_function.path={reward_path}", "reward.custom_reward_function.name=compute_score",
-        f"trainer.total_training_steps={args.steps}", "trainer.total_epochs=1000",
-        f"trainer.save_freq={args.steps}", "actor_rollout_ref.actor.checkpoint.save_contents=[model,extra,hf_model]",
-        "trainer.test_freq=-1", "trainer.val_before_train=False",
-        "trainer.logger=[console,file]", "trainer.project_name=verl_ext_demo", "trainer.experiment_name=demo",
+        f"data.train_batch_size={args.prompts}", f"data.max_response_length={args.response_length}",
+        f"data.seed={args.seed}", f"actor_rollout_ref.model.path={model}", f"actor_rollout_ref.rollout.n={args.n}",
+        "actor_rollout_ref.actor.optim.lr=1e-5",
+        f"trainer.total_training_steps={args.steps}", f"trainer.save_freq={args.steps}",
+        "actor_rollout_ref.actor.checkpoint.save_contents=[model,extra,hf_model]",
+        "trainer.project_name=verl_ext_demo", "trainer.experiment_name=demo",
         f"trainer.default_local_dir={out / 'run'}",
         *extra,
     ]

@@ -75,23 +75,19 @@ def write_scenario(root: Path) -> dict[str, str]:
 
 def common_overrides(data: dict[str, str], run_dir: Path, steps: int, *, tasks: int, n: int, mini: int,
                      response: int = 32) -> list[str]:
-    """A tiny GRPO job (settings of scripts/cpu_grpo_smoke.sh)."""
+    """A tiny GRPO job: the shared small-CPU preset with the scenario's sizes, reward and checkpoints."""
     return [
-        "algorithm.adv_estimator=grpo", "algorithm.use_kl_in_reward=False",
+        "+preset=cpu_small",
         f"data.train_files={data['train']}", f"data.val_files={data['test']}",
         f"data.train_batch_size={tasks}", "data.max_prompt_length=128", f"data.max_response_length={response}",
-        "data.filter_overlong_prompts=False", "data.truncation=error",
-        f"actor_rollout_ref.model.path={model_path()}", "actor_rollout_ref.model.enable_gradient_checkpointing=False",
+        f"actor_rollout_ref.model.path={model_path()}",
         "actor_rollout_ref.actor.optim.lr=1e-4", "actor_rollout_ref.actor.optim.weight_decay=0.0",
-        f"actor_rollout_ref.actor.ppo_mini_batch_size={mini}", "actor_rollout_ref.actor.use_dynamic_bsz=True",
-        "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=4096", "actor_rollout_ref.actor.use_kl_loss=False",
-        "actor_rollout_ref.actor.entropy_coeff=0.001",
+        f"actor_rollout_ref.actor.ppo_mini_batch_size={mini}", "actor_rollout_ref.actor.entropy_coeff=0.001",
         "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]",
         f"actor_rollout_ref.rollout.n={n}", "actor_rollout_ref.rollout.calculate_log_probs=True",
-        f"reward.custom_reward_function.path={data['reward']}", "reward.custom_reward_function.name=compute_score",
-        "trainer.logger=[console,file]", "trainer.project_name=verl_ext_tests", "trainer.experiment_name=run",
+        f"reward.custom_reward_function.path={data['reward']}",
+        "trainer.project_name=verl_ext_tests", "trainer.experiment_name=run",
         "trainer.total_epochs=100", f"trainer.total_training_steps={steps}", f"trainer.default_local_dir={run_dir}",
-        "trainer.val_before_train=False", "trainer.test_freq=-1",
         "++ray_kwargs.ray_init.include_dashboard=False",
     ]
 
@@ -116,7 +112,9 @@ def run(module: str, overrides: list[str], log: Path, timeout: int = 600, **env_
     if module == "verl_ext.main":
         argv = [sys.executable, "-m", module, "--cpu", *overrides]
     else:
-        argv = [sys.executable, "-m", "verl_ext.cpu", "run", *overrides]  # stock verl.trainer.main_ppo
+        # stock verl.trainer.main_ppo; --config-dir makes the project's preset group visible to it
+        argv = [sys.executable, "-m", "verl_ext.cpu", "run", "--config-dir", str(ROOT / "verl_ext" / "config"),
+                *overrides]
     start = time.perf_counter()
     with open(log, "w") as out:
         proc = subprocess.run(argv, cwd=log.parent, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=timeout)

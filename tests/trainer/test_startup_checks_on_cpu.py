@@ -42,7 +42,7 @@ def _recipes_with(tmp_path: Path, old: str, new: str) -> Path:
 
 
 @pytest.mark.parametrize("old, new, key, suggestion", [
-    ("  max_prompt_length: 256", "  max_prompt_lenght: 256", "data.max_prompt_lenght", "max_prompt_length"),
+    ("  total_training_steps: 3", "  total_training_step: 3", "trainer.total_training_step", "total_training_steps"),
     ("\ntrainer:\n", "\ntrainer:\n  v1:\n    trainer_mod: sync\n", "trainer.v1.trainer_mod", "trainer_mode"),
 ])
 def test_a_typo_in_a_recipe_fails_naming_file_key_and_the_closest_key(tmp_path, old, new, key, suggestion):

@@ -76,15 +76,20 @@ def recipe_values(path: str | os.PathLike) -> dict[str, object]:
     return dict(_leaves({k: v for k, v in data.items() if k != "defaults"}))
 
 
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "config"  # verl_ext_trainer.yaml and its groups
+
+
 def recipe_chain(path: str | os.PathLike) -> tuple[list[Path], list[str]]:
-    """The recipe file with the files of its group it includes through ``defaults`` (e.g. ``_common``),
-    and the group choices it overrides (``override /selector: bots`` -> ``selector=bots``)."""
+    """The recipe file with the files it includes through ``defaults`` (``_common`` of its group, an absolute
+    ``/preset/cpu_small`` of verl_ext/config), and the group choices it overrides (``override /selector:
+    bots`` -> ``selector=bots``)."""
     path = Path(path)
     data = yaml.safe_load(path.read_text()) or {}
     files, choices = [], []
     for entry in data.get("defaults", []) or []:
         if isinstance(entry, str) and entry != "_self_":
-            more_files, more_choices = recipe_chain(path.parent / f"{entry}.yaml")
+            where = CONFIG_DIR / entry[1:] if entry.startswith("/") else path.parent / entry
+            more_files, more_choices = recipe_chain(where.with_name(f"{where.name}.yaml"))
             files, choices = files + more_files, choices + more_choices
         elif isinstance(entry, Mapping):
             for key, value in entry.items():
