@@ -36,10 +36,12 @@ def sft_row(row: dict, response: str) -> dict:
 def worked_solution(row: dict) -> str:
     """An answer to an embedded task in the verifier's format, checked with the project's reward."""
     from verl_ext.rewards import compute_score
+    from verl_ext.rewards.countdown import safe_eval
 
     info, truth = row["extra_info"], row["reward_model"]["ground_truth"]
     if row["data_source"] == "arithmetic":
-        value = _evaluate(info["expression"])
+        value = safe_eval(info["expression"])  # the Countdown verifier's evaluator: numbers, + - * /, parentheses
+        value = int(value) if value.is_integer() else value
         if str(value) != str(truth).strip():
             raise ValueError(f"task {info['index']}: {info['expression']} is {value}, not the ground truth {truth!r}")
         answer = f"{info['expression']} = {truth}. The answer is \\boxed{{{truth}}}."
@@ -50,27 +52,6 @@ def worked_solution(row: dict) -> str:
     if compute_score(row["data_source"], answer, truth, info)["score"] != 1.0:
         raise ValueError(f"the worked solution of task {info['index']} does not score 1: {answer!r}")
     return answer
-
-
-def _evaluate(expression: str) -> int | float:
-    """The value of an integer arithmetic expression (+, -, *, /, parentheses, unary minus); nothing else parses."""
-    import ast
-    import operator
-
-    ops = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-           ast.USub: operator.neg, ast.UAdd: operator.pos}
-
-    def value(node):
-        if isinstance(node, ast.Constant) and isinstance(node.value, int):
-            return node.value
-        if isinstance(node, ast.BinOp) and type(node.op) in ops:
-            return ops[type(node.op)](value(node.left), value(node.right))
-        if isinstance(node, ast.UnaryOp) and type(node.op) in ops:
-            return ops[type(node.op)](value(node.operand))
-        raise ValueError(f"not an arithmetic expression: {expression!r}")
-
-    result = value(ast.parse(expression, mode="eval").body)
-    return int(result) if float(result).is_integer() else result
 
 
 def write_sft(rows: list[dict], path: str | Path) -> Path:
