@@ -9,7 +9,8 @@ model fine-tuned on it answers the RL task the way the reward reads it. Answers 
   :func:`sft_row` takes the response as given.
 
 ``python -m data_prep.sft NAME --out DIR [--train-size N --test-size M --seed S]`` writes
-``DIR/NAME_sft/{train,test}.parquet`` from the embedded dataset ``NAME`` (arithmetic, countdown).
+``DIR/NAME_sft/{train,test}.parquet`` from the embedded dataset ``NAME`` (arithmetic, arithmetic_easy,
+countdown).
 """
 
 from __future__ import annotations
@@ -78,14 +79,14 @@ def build(name: str, out_dir: str | Path, **kwargs) -> dict[str, Path]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m data_prep.sft", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("name", choices=("arithmetic", "countdown"))
+    parser.add_argument("name", choices=("arithmetic", "arithmetic_easy", "countdown"))
     parser.add_argument("--out", default="data")
-    parser.add_argument("--train-size", type=int, default=512)
-    parser.add_argument("--test-size", type=int, default=64)
+    parser.add_argument("--train-size", type=int, help="default: the embedded dataset's own")
+    parser.add_argument("--test-size", type=int, help="default: the embedded dataset's own")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    for split, path in build(args.name, args.out, train_size=args.train_size, test_size=args.test_size,
-                             seed=args.seed).items():
+    sizes = {k: v for k, v in (("train_size", args.train_size), ("test_size", args.test_size)) if v is not None}
+    for split, path in build(args.name, args.out, seed=args.seed, **sizes).items():
         print(f"{split}: {path}")
     return 0
 

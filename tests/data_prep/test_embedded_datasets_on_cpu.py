@@ -13,7 +13,7 @@ from verl_ext.rewards.data_sources import domain_of
 SMALL = dict(train_size=40, test_size=12)
 
 
-@pytest.mark.parametrize("name", ["countdown", "arithmetic", "gsm", "logic"])
+@pytest.mark.parametrize("name", ["countdown", "arithmetic", "arithmetic_easy", "gsm", "logic"])
 def test_generated_splits(name):
     a = embedded.GENERATORS[name](seed=3, **SMALL)
     b = embedded.GENERATORS[name](seed=3, **SMALL)
@@ -30,7 +30,7 @@ def test_generated_splits(name):
     assert not train_q & {r["prompt"][-1]["content"] for r in a["test"]}
 
 
-@pytest.mark.parametrize("name", ["arithmetic", "gsm"])
+@pytest.mark.parametrize("name", ["arithmetic", "arithmetic_easy", "gsm"])
 def test_math_references_score_one(name):
     rows = embedded.GENERATORS[name](**SMALL)["train"]
     for r in rows:

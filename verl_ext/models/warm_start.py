@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     defaults = WarmStartConfig()
     parser = argparse.ArgumentParser(prog="python -m verl_ext.models.warm_start", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--task", default=defaults.task, choices=("arithmetic", "countdown"))
+    parser.add_argument("--task", default=defaults.task, choices=("arithmetic", "arithmetic_easy", "countdown"))
     parser.add_argument("--steps", type=int, default=defaults.steps)
     parser.add_argument("--batch", type=int, default=defaults.batch)
     parser.add_argument("--lr", type=float, default=defaults.lr)
