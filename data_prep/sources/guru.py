@@ -208,7 +208,7 @@ def _convert_eval(bench: _Benchmark, input_path: str | None, split: str, report:
     hub = Hub(REPO, split="train", files=(in_folder,), globs=(bench.pattern, in_folder),
               note="or the same benchmark's file in offline_eval/")
     rows: list[dict] = []
-    seen: dict[str, int] = {}
+    seen: set[str] = set()
     counts = {"kept": 0, "duplicate_prompt": 0}
     for rec in read_source(input_path, hub, split, name):
         source = rec.text("data_source")
@@ -219,7 +219,7 @@ def _convert_eval(bench: _Benchmark, input_path: str | None, split: str, report:
         if prompt in seen:
             counts["duplicate_prompt"] += 1
             continue
-        seen[prompt] = rec.row
+        seen.add(prompt)
         rows.append(make_row(
             data_source=bench.name, question=prompt, system=system, ability=bench.ability, ground_truth=truth,
             index=len(rows), split=split, dataset=source, source_file=Path(rec.source).name, source_row=rec.row,
