@@ -107,17 +107,15 @@ def find_overlaps(train: Sequence[Prompt], evals: Sequence[Prompt], *, n: int = 
     if n < 1 or not 0 < min_fraction <= 1 or min_shared < 1 or common_prompts < 2:
         raise ValueError(f"need n >= 1, 0 < min_fraction <= 1, min_shared >= 1, common_prompts >= 2; got {n}, "
                          f"{min_fraction}, {min_shared}, {common_prompts}")
-    hashes = {id(p): ngram_hashes(p.text, n) for p in tqdm([*train, *evals], desc="n-grams", unit="prompt")}
+    everything = [*train, *evals]
+    hashes = [ngram_hashes(p.text, n) for p in tqdm(everything, desc="n-grams", unit="prompt")]
     groups: dict[str, list[np.ndarray]] = {}
-    for p in [*train, *evals]:
-        groups.setdefault(p.file, []).append(hashes[id(p)])
+    for p, h in zip(everything, hashes):
+        groups.setdefault(p.file, []).append(h)
     ignored = _ignored(groups, common_prompts) if hashes else np.empty(0, np.uint64)
+    kept = [h[~np.isin(h, ignored)] for h in hashes]  # train's first, then the evaluation prompts'
 
-    def kept(p: Prompt) -> np.ndarray:
-        h = hashes[id(p)]
-        return h[~np.isin(h, ignored)]
-
-    train_sets = [kept(p) for p in train]
+    train_sets = kept[:len(train)]
     lengths = np.array([len(s) for s in train_sets], dtype=np.int64)
     owner = np.repeat(np.arange(len(train)), lengths)
     flat = np.concatenate(train_sets) if train_sets else np.empty(0, np.uint64)
@@ -125,8 +123,7 @@ def find_overlaps(train: Sequence[Prompt], evals: Sequence[Prompt], *, n: int = 
     flat, owner = flat[order], owner[order]
 
     overlaps, unchecked = [], []
-    for p in evals:
-        grams = kept(p)
+    for p, grams in zip(evals, kept[len(train):]):
         if not len(grams):
             unchecked.append(p)
             continue
@@ -174,7 +171,8 @@ def main(argv: list[str] | None = None) -> int:
               f"  eval:  {_beginning(o.eval.text)}\n  train: {_beginning(o.train.text)}")
     print(f"{report.n_eval} evaluation prompts against {report.n_train} training prompts: "
           f"{len(report.overlaps)} overlap (>= {args.min_fraction:.0%} or >= {args.min_shared} of their "
-          f"{args.n}-grams in one training prompt), {len(report.unchecked)} too short to check (< {args.n} words outside the template)")
+          f"{args.n}-grams in one training prompt), {len(report.unchecked)} too short to check (< {args.n} words "
+          "outside the template)")
     if args.json:
         Path(args.json).write_text(json.dumps({
             "overlaps": [asdict(o) for o in report.overlaps], "unchecked": [asdict(p) for p in report.unchecked],

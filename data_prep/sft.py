@@ -72,7 +72,8 @@ def write_sft(rows: list[dict], path: str | Path) -> Path:
 def build(name: str, out_dir: str | Path, **kwargs) -> dict[str, Path]:
     """SFT files of the embedded dataset ``name`` with worked solutions: ``<out_dir>/<name>_sft/<split>.parquet``."""
     splits = embedded.GENERATORS[name](**kwargs)
-    return {split: write_sft([sft_row(r, worked_solution(r)) for r in rows], Path(out_dir) / f"{name}_sft" / f"{split}.parquet")
+    out = Path(out_dir) / f"{name}_sft"
+    return {split: write_sft([sft_row(r, worked_solution(r)) for r in rows], out / f"{split}.parquet")
             for split, rows in splits.items()}
 
 
