@@ -161,16 +161,19 @@ def _iter_hf(path: str, prompts: Sequence[Messages], sampling: Sampling, numbers
     Pairs are sorted by prompt length to limit padding; each row is cut before its first EOS token.
     Decoding is greedy over :class:`SeededSampler`'s noisy scores, with the checkpoint's own
     sampling defaults (temperature, top-p, repetition penalty) neutralised, as vLLM ignores them too.
-    Runs on CUDA (bfloat16) when available, else on the CPU (float32).
+    Runs on CUDA (bfloat16) when available, else on the CPU in the CPU mode's precision
+    (:func:`verl_ext.cpu.cpu_precision`: bfloat16 where the CPU has bf16 instructions, else float32).
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, LogitsProcessorList
 
+    from verl_ext.cpu import cpu_precision
     from verl_ext.cpu.hf_rollout import SamplingParams, SeededSampler, request_seed
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
+    bf16 = device == "cuda" or cpu_precision() == "bf16"
     tokenizer = AutoTokenizer.from_pretrained(path)
-    module = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16 if device == "cuda" else torch.float32)
+    module = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16 if bf16 else torch.float32)
     module.to(device).eval()
     eos = _eos_ids(module, tokenizer, path)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos[0]
@@ -178,7 +181,7 @@ def _iter_hf(path: str, prompts: Sequence[Messages], sampling: Sampling, numbers
 
     ids = [chat_ids(tokenizer, p) for p in prompts]
     jobs = sorted(((i, j) for i, js in enumerate(numbers) for j in js), key=lambda job: len(ids[job[0]]))
-    with tqdm(total=len(jobs), desc=f"sampling {Path(path).name}", unit="sample") as bar:
+    with tqdm(total=len(jobs), desc=f"sampling {Path(path).name}", unit="sample", leave=False) as bar:
         for start in range(0, len(jobs), batch_size):
             batch = jobs[start : start + batch_size]
             width = max(len(ids[i]) for i, _ in batch)

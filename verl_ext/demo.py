@@ -1,16 +1,21 @@
-"""``make demo``: real verl GRPO training on the embedded defaults, on this CPU.
+"""``make demo``: a data-selection method at work in real verl training, on this CPU, offline.
 
-1. generate the embedded arithmetic tasks (verl parquet, ``data_prep.embedded``);
-2. train SmolLM2-135M-Instruct (the embedded model) with ``python -m verl_ext.main --cpu`` - verl
-   0.9.1's v1 trainer, Ray, the HF-generate rollout backend - for a handful of steps, with the
-   three data-selection axes at the chosen settings (defaults: uniform / fixed / keep-all = GRPO);
-3. print per-step reward, effective task ratio and timings from the run's metrics log;
-4. evaluate the initial and the trained policy on held-out tasks (``eval.evaluate``: k samples per
-   task, pass@k), render the progress-sampler paper's table from the run's logs (``eval.tables``) and
-   draw the plots (``eval.plots``) under ``<out>/report``.
+1. **Warm start** (cached after the first run): SmolLM2-135M-Instruct, the embedded model, after a
+   short SFT with verl's SFT trainer on worked one-digit arithmetic (:mod:`verl_ext.models.warm_start`),
+   so that it solves the tasks some of the time.
+2. **Task pool and reference pass rates** (cached): ``--pool`` embedded ``arithmetic_easy`` training
+   tasks; BOTS's implicit evidence reads each task's pass rate under a weak reference (the embedded
+   model) and a strong one (the warm start), measured by ``data_prep.reference_pass_rates``.
+3. **Held-out accuracy before RL** (cached): ``--eval-tasks`` unseen tasks x ``--eval-k`` samples.
+4. **RL**: ``python -m verl_ext.main --cpu +preset=cpu_small selector=bots allocator=coba``: each step
+   BOTS picks ``--tasks`` tasks whose posterior pass rate is nearest 0.5 and CoBA-RL splits
+   ``--budget`` rollouts among them. One console line per step; verl's own output goes to a log file.
+5. **Held-out accuracy after RL**, the paired bootstrap CI of the change, the method's targets
+   (step-1 reward, ETR, unequal rollout counts, selected pass rates against a uniform draw's) and
+   PNGs under ``<out>/report``.
 
-Everything after ``--`` is passed to the trainer as Hydra overrides, e.g.
-``python -m verl_ext.demo -- selector=sequential allocator=variance rollout_filter=drop_degenerate``.
+Everything after ``--`` is passed to the trainer as Hydra overrides, e.g. another method:
+``python -m verl_ext.demo -- selector=uniform allocator=fixed`` (plain GRPO).
 """
 
 from __future__ import annotations
@@ -18,108 +23,296 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-from data_prep import embedded
+import numpy as np
+
 from verl_ext.version_check import check_verl_version
 
+TASK = "arithmetic_easy"
+WARM_START_STEPS = 12  # x 16 worked answers: held-out accuracy ~0.2, half the tasks inside (0, 1)
+METHOD = ("selector=bots", "selector.implicit_weight=0.5", "allocator=coba", "allocator.min_n=3", "allocator.max_n=8")
+
+
+@dataclass(frozen=True)
+class StepLine:
+    """One console column: metric key, header, format."""
+
+    key: str
+    label: str
+    fmt: str
+
+
 COLUMNS = (
-    ("step", "step", "{:>4.0f}"),
-    ("critic/score/mean", "reward", "{:>8.3f}"),
-    ("data_selection/effective_task_ratio", "ETR", "{:>6.2f}"),
-    ("data_selection/selected_pass_rate_mean", "pass", "{:>6.2f}"),
-    ("response_length/mean", "resp_len", "{:>9.1f}"),
-    ("actor/pg_loss", "pg_loss", "{:>9.4f}"),
-    ("timing_s/gen", "gen_s", "{:>7.1f}"),
-    ("timing_s/update_actor", "update_s", "{:>9.1f}"),
-    ("timing_s/step", "step_s", "{:>7.1f}"),
+    StepLine("critic/score/mean", "reward", "{:>6.2f}"),
+    StepLine("data_selection/effective_task_ratio", "ETR", "{:>5.2f}"),
+    StepLine("data_selection/selected_pass_rate_mean", "pass", "{:>5.2f}"),
+    StepLine("response_length/mean", "resp", "{:>5.1f}"),
+    StepLine("timing_s/gen", "gen_s", "{:>6.1f}"),
+    StepLine("timing_s/update_actor", "upd_s", "{:>6.1f}"),
+    StepLine("timing_s/step", "step_s", "{:>6.1f}"),
 )
 
 
-def trainer_command(out: Path, model: str, data: dict[str, Path], args, extra: list[str]) -> list[str]:
-    return [
-        sys.executable, "-m", "verl_ext.main", "--cpu", "+preset=cpu_small",
-        f"data.train_files={data['train']}", f"data.val_files={data['test']}",
-        f"data.train_batch_size={args.prompts}", f"data.max_response_length={args.response_length}",
-        f"data.seed={args.seed}", f"actor_rollout_ref.model.path={model}", f"actor_rollout_ref.rollout.n={args.n}",
-        "actor_rollout_ref.actor.optim.lr=1e-5",
+def step_line(step: int, metrics: dict, counts: list[int] | None) -> str:
+    cells = [f"{step:>4}"]
+    for c in COLUMNS:
+        cells.append(c.fmt.format(metrics[c.key]) if c.key in metrics else f"{'-':>{len(c.fmt.format(0))}}")
+    cells.append(" ".join(str(n) for n in counts) if counts else "-")
+    return "  ".join(cells)
+
+
+def header() -> str:
+    return "  ".join([f"{'step':>4}", *(f"{c.label:>{len(c.fmt.format(0))}}" for c in COLUMNS),
+                      "rollouts per selected task"])
+
+
+# ---------------------------------------------------------------------------------------- stages
+def prepare_pool(out: Path, pool: int, eval_tasks: int, seed: int) -> tuple[Path, Path]:
+    """The training pool (the first ``pool`` training tasks) and the held-out tasks (verl parquet)."""
+    from data_prep import embedded
+    from data_prep.schema import write_rows
+
+    splits = embedded.GENERATORS[TASK](train_size=16 * WARM_START_STEPS, test_size=eval_tasks, seed=seed)
+    if pool > len(splits["train"]):
+        raise ValueError(f"--pool {pool}: the {TASK} training split has {len(splits['train'])} tasks")
+    data = out / "data"
+    return (write_rows(splits["train"][:pool], data / f"pool_{pool}.parquet"),
+            write_rows(splits["test"], data / "heldout.parquet"))
+
+
+def reference_pass_rates(pool_file: Path, warm: str, n: int, max_new_tokens: int, seed: int) -> Path:
+    """``weak_pass_rate`` (embedded model) and ``strong_pass_rate`` (warm start), ``n`` samples per task."""
+    from data_prep import reference_pass_rates as tool
+
+    target = pool_file.with_name(f"{pool_file.stem}.ref.{Path(warm).name}.n{n}.parquet")
+    if not target.exists():
+        tmp = target.with_name(target.name + ".tmp.parquet")
+        tool.main(["--input", str(pool_file), "--out", str(tmp), "--weak-model", "embedded", "--strong-model", warm,
+                   "--n", str(n), "--temperature", "1.0", "--max-new-tokens", str(max_new_tokens), "--backend", "hf",
+                   "--batch-size", "128", "--seed", str(seed)])
+        tmp.replace(target)
+    return target
+
+
+def evaluate_args(model: str, heldout: Path, args) -> list[str]:
+    return ["--benchmarks", f"{TASK}={heldout}", "--k", str(args.eval_k), "--temperature", "1.0",
+            "--max-new-tokens", str(args.response_length), "--backend", "hf", "--batch-size", "128",
+            "--seed", str(args.seed)]
+
+
+def _records():
+    """``verl_ext.trainer.records`` without verl's import-time warnings on this console (the package imports verl)."""
+    import warnings
+
+    level = os.environ.get("VERL_LOGGING_LEVEL")
+    os.environ["VERL_LOGGING_LEVEL"] = "ERROR"
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from verl_ext.trainer import records
+    finally:
+        if level is None:
+            os.environ.pop("VERL_LOGGING_LEVEL")
+        else:
+            os.environ["VERL_LOGGING_LEVEL"] = level
+    return records
+
+
+def train(out: Path, warm: str, pool_ref: Path, heldout: Path, args, extra: list[str]) -> tuple[int, Path]:
+    """Run the trainer (output to ``<out>/trainer.log``) and print a line per step as it lands."""
+    read_dumps, read_metrics = _records().read_dumps, _records().read_metrics
+    run = out / "run"
+    shutil.rmtree(run, ignore_errors=True)
+    command = [
+        sys.executable, "-m", "verl_ext.main", "--cpu", "+preset=cpu_small", *METHOD,
+        f"data.train_files={pool_ref}", f"data.val_files={heldout}", f"data.train_batch_size={args.tasks}",
+        f"data_selection.rollout_budget={args.budget}", f"data.max_response_length={args.response_length}",
+        f"data.seed={args.seed}", f"actor_rollout_ref.model.path={warm}", f"actor_rollout_ref.actor.optim.lr={args.lr}",
         f"trainer.total_training_steps={args.steps}", f"trainer.save_freq={args.steps}",
         "actor_rollout_ref.actor.checkpoint.save_contents=[model,extra,hf_model]",
-        "trainer.project_name=verl_ext_demo", "trainer.experiment_name=demo",
-        f"trainer.default_local_dir={out / 'run'}",
+        "trainer.project_name=verl_ext_demo", "trainer.experiment_name=demo", f"trainer.default_local_dir={run}",
         *extra,
     ]
+    log = out / "trainer.log"
+    print(f"training: {' '.join(METHOD + tuple(extra))}, {args.steps} steps of {args.tasks} tasks / "
+          f"{args.budget} rollouts\n  verl's output: {log}\n  (Ray and the workers start first: about a minute)",
+          flush=True)
+    printed = 0
+    with open(log, "w") as sink:
+        proc = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        while True:
+            done = proc.poll() is not None
+            metrics = read_metrics(run) if (run / "metrics").exists() else {}
+            new = sorted(s for s in metrics if s > printed)
+            if new:
+                dumps = read_dumps(run)
+                if printed == 0:
+                    print(header(), flush=True)
+                for s in new:
+                    print(step_line(s, metrics[s], dumps.get(s, {}).get("counts")), flush=True)
+                printed = new[-1]
+            if done:
+                break
+            time.sleep(2)
+    if proc.returncode != 0:
+        print(f"the trainer failed (exit {proc.returncode}); the end of {log}:\n" + "".join(
+            log.read_text(errors="replace").splitlines(keepends=True)[-30:]), file=sys.stderr)
+    return proc.returncode, run
 
 
-def print_table(metrics_dir: Path) -> None:
-    files = sorted(metrics_dir.glob("*.jsonl"), key=lambda p: p.stat().st_mtime)
-    if not files:
-        print(f"no metrics log in {metrics_dir}")
-        return
-    rows = [json.loads(line) for line in files[-1].read_text().splitlines() if line.strip()]
-    print("\n" + " ".join(f"{label:>{len(fmt.format(0))}}" for _, label, fmt in COLUMNS))
-    for row in rows:
-        values = {"step": row["step"], **row["data"]}
-        print(" ".join(fmt.format(values[key]) if key in values else f"{'-':>{len(fmt.format(0))}}"
-                       for key, _, fmt in COLUMNS))
-    print(f"metrics: {files[-1]}")
+# ---------------------------------------------------------------------------------------- summary
+def selection_signal(run: Path, pool_ref: Path) -> dict:
+    """The method's targets from the run's metrics and step dumps (see :func:`print_summary`)."""
+    from data_prep.schema import read_rows
+    from eval.metrics import task_pass_rates
+
+    metrics, dumps = _records().read_metrics(run), _records().read_dumps(run)
+    steps = sorted(metrics)
+    rows = read_rows(pool_ref)
+    strong = {int(r["extra_info"]["index"]): float(r["extra_info"]["strong_pass_rate"]) for r in rows}
+    observed, selected_ref, unequal = [], [], 0
+    for s in sorted(dumps):
+        d = dumps[s]
+        tasks = np.asarray(d["rollout_task"])
+        observed.extend(task_pass_rates(tasks, np.asarray(d["rollout_reward"])).tolist())
+        selected_ref.extend(strong[int(t)] for t in d["tasks"])
+        unequal += int(min(d["counts"]) != max(d["counts"]))
+    pool_ref_rates = np.asarray(list(strong.values()))
+    return {
+        "steps": len(steps),
+        "reward_step1": metrics[steps[0]].get("critic/score/mean") if steps else None,
+        "etr_mean": float(np.mean([metrics[s]["data_selection/effective_task_ratio"] for s in steps])) if steps else None,
+        "steps_with_unequal_counts": unequal,
+        "distance_selected_observed": float(np.mean(np.abs(np.asarray(observed) - 0.5))) if observed else None,
+        "distance_selected_reference": float(np.mean(np.abs(np.asarray(selected_ref) - 0.5))) if selected_ref else None,
+        "distance_uniform_reference": float(np.mean(np.abs(pool_ref_rates - 0.5))),
+    }
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+def heldout_change(before: Path, after: Path) -> dict:
+    """Per-task accuracies of two evaluations of the same tasks and the paired bootstrap CI of the change."""
+    from eval.metrics import paired_bootstrap_ci
+
+    def per_task(path: Path) -> dict[int, float]:
+        hits: dict[int, list[float]] = {}
+        for line in path.read_text().splitlines():
+            if line.strip():
+                rec = json.loads(line)
+                hits.setdefault(int(rec["index"]), []).append(float(rec["success"]))
+        return {i: float(np.mean(v)) for i, v in hits.items()}
+
+    a, b = per_task(after), per_task(before)
+    tasks = sorted(set(a) & set(b))
+    if tasks != sorted(b):
+        raise RuntimeError(f"{after} and {before} evaluate different tasks")
+    ci = paired_bootstrap_ci([a[t] for t in tasks], [b[t] for t in tasks])
+    return {"tasks": len(tasks), "before": float(np.mean([b[t] for t in tasks])),
+            "after": float(np.mean([a[t] for t in tasks])), "delta": float(ci.diff), "low": float(ci.low),
+            "high": float(ci.high)}
+
+
+def print_summary(signal: dict, change: dict | None, args) -> list[str]:
+    """Print what the demo compares; returns the targets missed."""
+    missed = []
+
+    def target(ok: bool, text: str, name: str) -> None:
+        print(f"  [{'x' if ok else ' '}] {text}")
+        if not ok:
+            missed.append(name)
+
+    print("\nBOTS + CoBA-RL: what the method did")
+    r1, etr = signal["reward_step1"], signal["etr_mean"]
+    target(r1 is not None and 0.2 <= r1 <= 0.8, f"mean training reward at step 1: {r1:.2f} (target 0.2-0.8)",
+           "reward_step1")
+    target(etr is not None and etr >= 0.5, f"effective task ratio (tasks with 0 < pass rate < 1), mean over steps: "
+           f"{etr:.2f} (target >= 0.5)", "etr")
+    target(signal["steps_with_unequal_counts"] > 0, f"steps where CoBA-RL gave tasks unequal rollout counts: "
+           f"{signal['steps_with_unequal_counts']} of {signal['steps']}", "unequal_counts")
+    sel, uni = signal["distance_selected_reference"], signal["distance_uniform_reference"]
+    target(sel < uni, f"selected tasks' mean |pass rate - 0.5|: {sel:.3f} (warm start's reference rates; "
+           f"{signal['distance_selected_observed']:.3f} in their rollouts) vs {uni:.3f} for a uniform draw "
+           "from the pool", "closer_to_half")
+    if change is not None:
+        verdict = ("improved" if change["low"] > 0 else "got worse" if change["high"] < 0 else
+                   "no change detectable: the CI contains 0")
+        print(f"\nheld-out accuracy ({change['tasks']} unseen tasks x {args.eval_k} samples, T = 1.0): warm start "
+              f"{change['before']:.3f} -> after {args.steps} RL steps {change['after']:.3f}; change "
+              f"{change['delta']:+.3f}, 95% paired bootstrap CI [{change['low']:+.3f}, {change['high']:+.3f}]: "
+              f"{verdict}")
+    return missed
+
+
+# ---------------------------------------------------------------------------------------- main
+def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     extra = argv[argv.index("--") + 1 :] if "--" in argv else []
     own = argv[: argv.index("--")] if "--" in argv else argv
     parser = argparse.ArgumentParser(prog="python -m verl_ext.demo", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="outputs/demo")
-    parser.add_argument("--steps", type=int, default=4)
-    parser.add_argument("--prompts", type=int, default=4, help="tasks per step")
-    parser.add_argument("--n", type=int, default=4, help="rollouts per task")
-    parser.add_argument("--response-length", type=int, default=64)
-    parser.add_argument("--num-layers", type=int, default=None, help="truncate the embedded model (faster, meaningless text)")
+    parser.add_argument("--steps", type=int, default=5, help="RL steps")
+    parser.add_argument("--tasks", type=int, default=6, help="tasks selected per step")
+    parser.add_argument("--budget", type=int, default=24, help="rollouts per step, allocated over the tasks")
+    parser.add_argument("--pool", type=int, default=24, help="training tasks to select from")
+    parser.add_argument("--lr", type=float, default=1e-5)
+    parser.add_argument("--response-length", type=int, default=32, help="the worked answers take ~20 tokens")
+    parser.add_argument("--ref-n", type=int, default=4, help="samples per task for the reference pass rates")
+    parser.add_argument("--eval-tasks", type=int, default=32, help="held-out tasks (0: no evaluation)")
+    parser.add_argument("--eval-k", type=int, default=10, help="samples per held-out task")
+    parser.add_argument("--num-layers", type=int, default=None, help="truncated model (tests: fast, meaningless)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--eval-tasks", type=int, default=8, help="held-out tasks evaluated after training (0: none)")
-    parser.add_argument("--k", type=int, default=4, help="samples per evaluated task")
-    args = parser.parse_args(own)
+    return parser.parse_args(own), extra
 
-    from verl_ext.models.embedded import embedded_model_path
 
+def main(argv: list[str] | None = None) -> int:
+    args, extra = parse_args(sys.argv[1:] if argv is None else argv)
+    from eval import evaluate, plots
+    from verl_ext.models.warm_start import WarmStartConfig, warm_start_info, warm_start_path
+
+    import transformers
+
+    transformers.utils.logging.disable_progress_bar()  # weight loading; the samplers show their own bars
     print(f"verl {check_verl_version()}", flush=True)
     start = time.monotonic()
     out = Path(args.out).resolve()
-    data = embedded.build("arithmetic", out / "data", train_size=max(64, args.prompts * args.steps), test_size=16,
-                          seed=args.seed)
-    model = embedded_model_path(num_layers=args.num_layers)
-    print(f"policy: {model}\ndata:   {data['train']}", flush=True)
-    proc = subprocess.run(trainer_command(out, model, data, args, extra), env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    print_table(out / "run" / "metrics")
-    if proc.returncode == 0 and args.eval_tasks > 0:
-        report(out, model, data["test"], args)
-    print(f"demo finished in {time.monotonic() - start:.0f} s (trainer exit code {proc.returncode})")
-    return proc.returncode
+    warm = warm_start_path(WarmStartConfig(task=TASK, steps=WARM_START_STEPS, seed=args.seed, eval_tasks=0,
+                                           num_layers=args.num_layers))
+    info = warm_start_info(warm)
+    print(f"policy: {warm} (SFT loss {info['sft_loss_first']:.3f} -> {info['sft_loss_last']:.3f})", flush=True)
+    pool_file, heldout = prepare_pool(out, args.pool, max(args.eval_tasks, 1), args.seed)
+    pool_ref = reference_pass_rates(pool_file, warm, args.ref_n, args.response_length, args.seed)
+    print(f"pool:   {pool_ref} ({args.pool} tasks with reference pass rates)", flush=True)
 
+    before = out / "heldout_before"  # kept between runs: the evaluator reuses its samples
+    if args.eval_tasks > 0:
+        evaluate.main(["--model", warm, *evaluate_args(warm, heldout, args), "--out", str(before)])
 
-def report(out: Path, model: str, test_file: Path, args) -> None:
-    """Evaluate step 0 (the embedded model) and the last step, then the table and the plots."""
-    from eval import evaluate, plots, tables
-
-    run = out / "run"
-    evaluate.main(["--run", str(run), "--steps", f"0,{args.steps}", "--base-model", model,
-                   "--benchmarks", f"arithmetic={test_file}", "--limit", str(args.eval_tasks), "--k", str(args.k),
-                   "--temperature", "1.0", "--max-new-tokens", str(args.response_length), "--backend", "hf",
-                   "--seed", str(args.seed)])
-    for line in (run / "eval" / "curve.jsonl").read_text().splitlines():
-        c = json.loads(line)
-        print(f"eval step {c['step']:>3}: {c['benchmark']} accuracy {c['accuracy']:.3f} "
-              f"pass@{c['k']} {c['pass@k'][str(c['k'])]:.3f} ({c['n_problems']} tasks x {c['k']} samples)")
-    table = out / "report" / "table.md"
-    table.parent.mkdir(parents=True, exist_ok=True)
-    tables.main(["progress", "--runs", f"uniform={run}", "--out", str(table)])
-    print(table.read_text())
-    plots.main(["--runs", f"uniform={run}", "--out", str(out / "report")])
+    code, run = train(out, warm, pool_ref, heldout, args, extra)
+    if code != 0:
+        return code
+    change = None
+    if args.eval_tasks > 0:
+        step0 = run / "eval" / "step_0"
+        shutil.copytree(before / "model", step0)
+        evaluate.main(["--run", str(run), "--steps", f"0,{args.steps}", "--base-model", warm,
+                       *evaluate_args(warm, heldout, args)])
+        change = heldout_change(step0 / TASK / "samples.jsonl", run / "eval" / f"step_{args.steps}" / TASK / "samples.jsonl")
+    signal = selection_signal(run, pool_ref)
+    missed = print_summary(signal, change, args)
+    report = out / "report"
+    report.mkdir(parents=True, exist_ok=True)
+    (report / "summary.json").write_text(json.dumps({"selection": signal, "heldout": change, "missed": missed},
+                                                    indent=2))
+    pngs = plots.main(["--runs", f"bots+coba={run}", "--out", str(report)])
+    print(f"\nplots: {', '.join(str(p) for p in pngs)}\nsummary: {report / 'summary.json'}")
+    print(f"demo finished in {time.monotonic() - start:.0f} s")
+    return 0
 
 
 if __name__ == "__main__":
