@@ -86,14 +86,15 @@ def prepare_pool(out: Path, pool: int, eval_tasks: int, seed: int) -> tuple[Path
             write_rows(splits["test"], data / "heldout.parquet"))
 
 
-def reference_pass_rates(pool_file: Path, warm: str, n: int, max_new_tokens: int, seed: int) -> Path:
-    """``weak_pass_rate`` (embedded model) and ``strong_pass_rate`` (warm start), ``n`` samples per task."""
+def reference_pass_rates(pool_file: Path, weak: str, warm: str, n: int, max_new_tokens: int, seed: int) -> Path:
+    """``weak_pass_rate`` (``weak``: the embedded model) and ``strong_pass_rate`` (the warm start), ``n`` samples
+    per task, computed once per pool, warm start and ``n``."""
     from data_prep import reference_pass_rates as tool
 
     target = pool_file.with_name(f"{pool_file.stem}.ref.{Path(warm).name}.n{n}.parquet")
     if not target.exists():
         tmp = target.with_name(target.name + ".tmp.parquet")
-        tool.main(["--input", str(pool_file), "--out", str(tmp), "--weak-model", "embedded", "--strong-model", warm,
+        tool.main(["--input", str(pool_file), "--out", str(tmp), "--weak-model", weak, "--strong-model", warm,
                    "--n", str(n), "--temperature", "1.0", "--max-new-tokens", str(max_new_tokens), "--backend", "hf",
                    "--batch-size", "128", "--seed", str(seed)])
         tmp.replace(target)
@@ -286,7 +287,8 @@ def main(argv: list[str] | None = None) -> int:
     info = warm_start_info(warm)
     print(f"policy: {warm} (SFT loss {info['sft_loss_first']:.3f} -> {info['sft_loss_last']:.3f})", flush=True)
     pool_file, heldout = prepare_pool(out, args.pool, max(args.eval_tasks, 1), args.seed)
-    pool_ref = reference_pass_rates(pool_file, warm, args.ref_n, args.response_length, args.seed)
+    weak = "embedded" if args.num_layers is None else f"embedded:{args.num_layers}"
+    pool_ref = reference_pass_rates(pool_file, weak, warm, args.ref_n, args.response_length, args.seed)
     print(f"pool:   {pool_ref} ({args.pool} tasks with reference pass rates)", flush=True)
 
     before = out / "heldout_before"  # kept between runs: the evaluator reuses its samples
