@@ -109,25 +109,37 @@ def evaluate_args(model: str, heldout: Path, args) -> list[str]:
 
 def _records():
     """``verl_ext.trainer.records`` without verl's import-time warnings on this console (the package imports verl)."""
+    import logging
     import warnings
 
-    level = os.environ.get("VERL_LOGGING_LEVEL")
-    os.environ["VERL_LOGGING_LEVEL"] = "ERROR"
+    logging.disable(logging.WARNING)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             from verl_ext.trainer import records
     finally:
-        if level is None:
-            os.environ.pop("VERL_LOGGING_LEVEL")
-        else:
-            os.environ["VERL_LOGGING_LEVEL"] = level
+        logging.disable(logging.NOTSET)
     return records
+
+
+def print_steps(run: str | Path, after: int = 0) -> int:
+    """Print the step lines of a run's steps after ``after`` (with the header when ``after`` is 0); returns the
+    last step printed. Also used by ``scripts/*/cpu_embedded.sh``."""
+    records = _records()
+    run = Path(run)
+    metrics = records.read_metrics(run) if (run / records.METRICS_DIR).exists() else {}
+    new = sorted(s for s in metrics if s > after)
+    if new:
+        dumps = records.read_dumps(run)
+        if after == 0:
+            print(header(), flush=True)
+        for s in new:
+            print(step_line(s, metrics[s], dumps.get(s, {}).get("counts")), flush=True)
+    return new[-1] if new else after
 
 
 def train(out: Path, warm: str, pool_ref: Path, heldout: Path, args, extra: list[str]) -> tuple[int, Path]:
     """Run the trainer (output to ``<out>/trainer.log``) and print a line per step as it lands."""
-    read_dumps, read_metrics = _records().read_dumps, _records().read_metrics
     run = out / "run"
     shutil.rmtree(run, ignore_errors=True)
     command = [
@@ -150,15 +162,7 @@ def train(out: Path, warm: str, pool_ref: Path, heldout: Path, args, extra: list
                                 env={**os.environ, "PYTHONUNBUFFERED": "1"})
         while True:
             done = proc.poll() is not None
-            metrics = read_metrics(run) if (run / "metrics").exists() else {}
-            new = sorted(s for s in metrics if s > printed)
-            if new:
-                dumps = read_dumps(run)
-                if printed == 0:
-                    print(header(), flush=True)
-                for s in new:
-                    print(step_line(s, metrics[s], dumps.get(s, {}).get("counts")), flush=True)
-                printed = new[-1]
+            printed = print_steps(run, printed)
             if done:
                 break
             time.sleep(2)

@@ -25,10 +25,10 @@ coba_train cpu_embedded "$@"
 "$PYTHON" - "$OUT_DIR/$EXPERIMENT_NAME" <<'EOF'
 import json, sys
 from pathlib import Path
-from verl_ext.demo import print_table
+from verl_ext.demo import print_steps
 
 run = Path(sys.argv[1])
-print_table(run / "metrics")
+print_steps(run)
 log = sorted((run / "metrics").glob("*.jsonl"), key=lambda p: p.stat().st_mtime)[-1]
 scalars = {}
 for row in map(json.loads, log.read_text().splitlines()):
