@@ -1,0 +1,129 @@
+"""The CBS scheduler (verl_ext.axes.cbs_scheduler, SPEC.md §2): normaliser, ε schedule, ε-greedy top-K,
+round reward, online regression and exact state round trips."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from verl_ext.axes.cbs_scheduler import FEATURES, CbsScheduler, CbsSchedulerConfig, RunningNormaliser, _fill
+
+D = len(FEATURES)
+
+
+def test_running_normaliser_matches_the_pooled_statistics_and_l2_normalises():
+    rng = np.random.default_rng(0)
+    batches = [rng.normal(3.0, 2.0, size=(n, D)) for n in (5, 1, 17)]
+    norm = RunningNormaliser(D)
+    for b in batches:
+        norm.update(b)
+    pooled = np.concatenate(batches)
+    assert np.allclose(norm.mean, pooled.mean(0)) and np.allclose(norm.std, pooled.std(0))
+    out = norm(pooled)
+    assert np.allclose(np.linalg.norm(out, axis=1), 1.0)
+    constant = np.zeros((3, D))  # a constant feature (here all) maps to 0, never to NaN
+    flat = RunningNormaliser(D)
+    flat.update(constant)
+    assert np.array_equal(flat(constant), constant)
+
+
+def test_epsilon_schedule_warm_up_then_linear_decay_to_the_floor():
+    s = CbsScheduler(CbsSchedulerConfig(epsilon0=1.0, epsilon_min=0.2, epsilon_decay=0.1, warmup=3), seed=0)
+    assert [s.epsilon(t) for t in range(3)] == [1.0, 1.0, 1.0]
+    assert [round(s.epsilon(t), 6) for t in (3, 4, 10, 100)] == [1.0, 0.9, 0.3, 0.2]
+
+
+def test_fill_takes_best_or_newest_unchosen_slot_by_slot():
+    best = np.array([4, 2, 0, 1, 3])
+    newest = np.array([0, 1, 2, 3, 4])
+    assert _fill(best, newest, np.array([False, False, False])).tolist() == [4, 2, 0]
+    assert _fill(best, newest, np.array([True, True])).tolist() == [0, 1]
+    # newest first takes 0; greedy then skips the taken 0 only when it reaches it
+    assert _fill(best, newest, np.array([True, False, False, False])).tolist() == [0, 4, 2, 1]
+
+
+def test_select_is_greedy_without_exploration_and_newest_with_full_exploration():
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(20, D))
+    newest = rng.permutation(20)
+    greedy = CbsScheduler(CbsSchedulerConfig(epsilon0=0.0, epsilon_min=0.0, warmup=0), seed=0)
+    chosen = greedy.select(0, x, newest, 5, advantage=np.ones(20))
+    scores = greedy.scores(x)  # the normaliser has seen exactly x
+    assert set(chosen.tolist()) == set(np.argsort(-scores)[:5].tolist())
+    explorer = CbsScheduler(CbsSchedulerConfig(epsilon0=1.0, warmup=10), seed=0)
+    assert set(explorer.select(0, x, newest, 5, advantage=np.ones(20)).tolist()) == set(newest[:5].tolist())
+    with pytest.raises(ValueError, match="permutation"):
+        explorer.select(0, x, np.zeros(20, dtype=int), 5, advantage=np.ones(20))
+    with pytest.raises(ValueError, match="cannot choose"):
+        explorer.select(0, x, newest, 21, advantage=np.ones(20))
+
+
+def test_round_reward_gates_the_entropy_term_and_smooths_with_the_ema():
+    cfg = CbsSchedulerConfig(ema=0.5, entropy_weight=1.0, entropy_threshold=0.1, warmup=0, epsilon0=0.0,
+                             epsilon_min=0.0)
+    s = CbsScheduler(cfg, seed=0)
+    x = np.random.default_rng(2).normal(size=(6, D))
+    s.begin_round(0.2, 0.5)  # nothing chosen yet: no reward
+    assert s.metrics() == {}
+    s.select(0, x, np.arange(6), 3, advantage=np.ones(6))
+    s.begin_round(0.5, 0.3)  # G = 0.3 - 1[0.5 > 0.1] (0.3 - 0.5) = 0.5; first gain = G
+    assert s.metrics()["round_reward"] == pytest.approx(0.5)
+    assert s.metrics()["squashed_reward"] == pytest.approx(1 / (1 + math.exp(-0.5)))
+    s.select(1, x, np.arange(6), 3, advantage=np.ones(6))
+    s.begin_round(0.4, 0.6)  # E_prev 0.3 > 0.1: G = -0.1 - 0.3 = -0.4; gain = 0.5 * 0.5 + 0.5 * -0.4 = 0.05
+    assert s.metrics()["round_reward"] == pytest.approx(-0.4)
+    assert s.metrics()["squashed_reward"] == pytest.approx(1 / (1 + math.exp(-0.05)))
+    low = CbsScheduler(CbsSchedulerConfig(entropy_threshold=0.9, use_ema=False), seed=0)
+    low.begin_round(0.2, 0.5)
+    low.select(0, x, np.arange(6), 3, advantage=np.ones(6))
+    low.begin_round(0.5, 0.3)  # E_prev 0.5 <= 0.9: no entropy term
+    assert low.metrics()["round_reward"] == pytest.approx(0.3)
+
+
+def test_online_regression_learns_to_prefer_large_advantages():
+    """Rewarded rounds with r_i = R̃ |A_i|: after training, the MLP ranks large-|A| rollouts first."""
+    rng = np.random.default_rng(3)
+    s = CbsScheduler(CbsSchedulerConfig(lr=3e-3, epsilon0=1.0, warmup=10**6), seed=0)
+    reward = 0.0
+    for step in range(150):
+        x = rng.normal(size=(32, D))
+        advantage = x[:, FEATURES.index("advantage")]
+        s.select(step, x, np.arange(32), 16, advantage=advantage)
+        reward += 0.1  # every round improves: R̃ > 1/2
+        s.begin_round(reward, 0.0)
+    x = rng.normal(size=(256, D))
+    rank_corr = np.corrcoef(np.argsort(np.argsort(s.scores(x))),
+                            np.argsort(np.argsort(np.abs(x[:, FEATURES.index("advantage")]))))[0, 1]
+    assert rank_corr > 0.5
+
+
+def test_state_round_trip_continues_exactly():
+    rng = np.random.default_rng(4)
+    rounds = [(rng.normal(size=(12, D)), rng.permutation(12), rng.normal(size=12), rng.random(), rng.random())
+              for _ in range(8)]
+    cfg = CbsSchedulerConfig(epsilon0=0.5, epsilon_min=0.1, warmup=2, epsilon_decay=0.1, lr=1e-2)
+
+    def play(s, start, stop):
+        out = []
+        for t in range(start, stop):
+            x, newest, adv, v, e = rounds[t]
+            s.begin_round(v, e)
+            out.append(s.select(t, x, newest, 4, adv).tolist())
+        return out
+
+    straight = play(CbsScheduler(cfg, seed=7), 0, 8)
+    first = CbsScheduler(cfg, seed=7)
+    head = play(first, 0, 4)
+    resumed = CbsScheduler(cfg, seed=99)
+    resumed.load_state_dict(first.state_dict())
+    assert head + play(resumed, 4, 8) == straight
+
+
+def test_random_ablation_ignores_the_scores():
+    x = np.random.default_rng(5).normal(size=(10, D))
+    a = CbsScheduler(CbsSchedulerConfig(random_scores=True), seed=1).select(0, x, np.arange(10), 4, np.ones(10))
+    b = CbsScheduler(CbsSchedulerConfig(random_scores=True, hidden=8), seed=1).select(0, x, np.arange(10), 4,
+                                                                                       np.ones(10))
+    assert a.tolist() == b.tolist() and len(set(a.tolist())) == 4
