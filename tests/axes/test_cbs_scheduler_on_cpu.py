@@ -127,3 +127,10 @@ def test_random_ablation_ignores_the_scores():
     b = CbsScheduler(CbsSchedulerConfig(random_scores=True, hidden=8), seed=1).select(0, x, np.arange(10), 4,
                                                                                        np.ones(10))
     assert a.tolist() == b.tolist() and len(set(a.tolist())) == 4
+
+
+def test_bench_per_rollout_oracle_makes_the_same_choices():
+    from verl_ext.bench import cbs as bench
+
+    rows = bench.run(sizes=((64, 16),), rounds=3)
+    assert rows[0]["same_choices"] and rows[0]["fast_s"] > 0

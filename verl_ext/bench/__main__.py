@@ -8,9 +8,9 @@ import json
 import platform
 from pathlib import Path
 
-from verl_ext.bench import bots, coba
+from verl_ext.bench import bots, cbs, coba
 
-BENCHMARKS = {"bots": (bots.run, bots.report), "coba": (coba.run, coba.report)}
+BENCHMARKS = {"bots": (bots.run, bots.report), "cbs": (cbs.run, cbs.report), "coba": (coba.run, coba.report)}
 
 
 def main(argv: list[str] | None = None) -> int:
