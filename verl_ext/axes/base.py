@@ -70,3 +70,7 @@ class RolloutFilter(Stateful):
 
     def observe_update(self, step: int, positions: np.ndarray, entropy: np.ndarray, clip_fraction: np.ndarray) -> None:
         """Per-sample mean token entropy and clip fraction of the selected rollouts, after the update."""
+
+    def metrics(self) -> dict[str, float]:
+        """Scalars about the last ``select``, logged as ``data_selection/rollout_filter/<key>``."""
+        return {}

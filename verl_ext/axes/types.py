@@ -92,6 +92,15 @@ class RolloutView:
     reward: np.ndarray  # float [R]
     advantage: np.ndarray  # float [R], sequence-level advantage
     response_length: np.ndarray  # int64 [R]
+    entropy: np.ndarray | None = None  # float [R], mean token entropy from the old-log-prob pass (None: not computed)
+    max_response_length: int = 0  # data.max_response_length (0: unknown)
 
     def __len__(self) -> int:
         return len(self.task_index)
+
+    @property
+    def truncated(self) -> np.ndarray:
+        """Responses that reached ``max_response_length`` (verl's ``response_length/clip_ratio`` rule)."""
+        if self.max_response_length <= 0:
+            raise ValueError("RolloutView.max_response_length is unknown: truncation cannot be told")
+        return self.response_length >= self.max_response_length

@@ -187,7 +187,9 @@ class DataSelectionTrainer(PPOTrainerSync):
         advantage = ((dense["advantages"].float() * mask).sum(-1) / length.clamp(min=1)).numpy().astype(np.float64)
         group = np.unique([k.rsplit("_", 2)[0] for k in step.keys], return_inverse=True)[1]
         results = StepResults.from_rewards(index, reward)
-        step.view = RolloutView(index, group.astype(np.int64), reward, advantage, length.numpy().astype(np.int64))
+        entropy = self._old_entropy(batch.partition_id, step.keys) if "entropy" in (batch.fields or ()) else None
+        step.view = RolloutView(index, group.astype(np.int64), reward, advantage, length.numpy().astype(np.int64),
+                                entropy, int(self.config.data.max_response_length))
 
         with marked_timer("selector", self.timing_raw):
             self.axes.selector.update(self.global_steps, results)
@@ -199,7 +201,8 @@ class DataSelectionTrainer(PPOTrainerSync):
             raise RuntimeError(f"rollout filter returned positions {kept.tolist()} for {len(step.keys)} rollouts")
         step.kept = np.sort(kept)
         metrics.update(selection_metrics(results, step.view, step.counts, step.kept, {
-            "selector": self.axes.selector.metrics(), "allocator": self.axes.allocator.metrics()}))
+            "selector": self.axes.selector.metrics(), "allocator": self.axes.allocator.metrics(),
+            "rollout_filter": self.axes.rollout_filter.metrics()}))
         return batch
 
     # ------------------------------------------------------------------ updates
@@ -297,6 +300,8 @@ class DataSelectionTrainer(PPOTrainerSync):
                 "rollout_task": v.task_index.tolist(), "rollout_group": v.group.tolist(),
                 "rollout_reward": v.reward.tolist(), "rollout_advantage": v.advantage.tolist(),
                 "rollout_length": v.response_length.tolist(),
+                "rollout_entropy": None if v.entropy is None else v.entropy.tolist(),
+                "max_response_length": v.max_response_length,
                 "kept": step.kept.tolist(),
                 "actor_mini_batches": None if step.plan is None else {
                     "rows": step.plan.rows, "num": step.plan.num_mini_batches, "size": step.plan.mini_batch_size},
