@@ -1,8 +1,9 @@
-"""The CBS scheduler (verl_ext.axes.cbs_scheduler, SPEC.md §2): normaliser, ε schedule, ε-greedy top-K,
-round reward, online regression and exact state round trips."""
+"""CBS (SPEC.md §2): the scheduler (verl_ext.axes.cbs_scheduler: normaliser, ε schedule, ε-greedy top-K, round
+reward, online regression, exact state round trips) and the CBS* rollout filter (verl_ext.axes.cbs)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -134,3 +135,48 @@ def test_bench_per_rollout_oracle_makes_the_same_choices():
 
     rows = bench.run(sizes=((64, 16),), rounds=3)
     assert rows[0]["same_choices"] and rows[0]["fast_s"] > 0
+
+
+def _view(rng, groups=4, n=4, max_len=16):
+    from verl_ext.axes import RolloutView
+
+    reward = rng.integers(0, 2, size=groups * n).astype(float)
+    group = np.repeat(np.arange(groups), n)
+    length = rng.integers(1, max_len + 1, size=groups * n)
+    return RolloutView(task_index=group + 100, group=group, reward=reward, advantage=rng.normal(size=groups * n),
+                       response_length=length, entropy=rng.random(groups * n), max_response_length=max_len)
+
+
+def test_rollout_features_group_statistics_length_and_fresh_defaults():
+    from verl_ext.axes.cbs import rollout_features
+
+    view = _view(np.random.default_rng(6))
+    x = rollout_features(view)
+    col = {f: x[:, i] for i, f in enumerate(FEATURES)}
+    for g in range(4):
+        r = view.reward[view.group == g]
+        assert np.allclose(col["group_mean"][view.group == g], r.mean())
+        assert np.allclose(col["group_std"][view.group == g], r.std())
+    assert np.allclose(col["length_fraction"], view.response_length / 16)
+    assert np.array_equal(col["truncated"], (view.response_length == 16).astype(float))
+    assert np.array_equal(col["entropy"], view.entropy) and np.array_equal(col["reward"], view.reward)
+    assert not col["usage"].any() and not col["age"].any() and not col["clip_fraction"].any()
+    with pytest.raises(ValueError, match="entropy"):
+        rollout_features(dataclasses.replace(view, entropy=None))
+
+
+def test_cbs_star_keeps_the_fraction_and_resumes_exactly():
+    from verl_ext.axes import build_filter
+
+    cfg = {"name": "cbs_star", "keep_fraction": 0.3, "warmup": 1, "epsilon0": 0.6, "epsilon_decay": 0.2, "lr": 1e-2}
+    rng = np.random.default_rng(7)
+    views = [_view(rng) for _ in range(6)]
+    straight = build_filter(cfg, 3)
+    kept = [straight.select(t, v).tolist() for t, v in enumerate(views)]
+    assert all(len(k) == 5 and len(set(k)) == 5 for k in kept)  # round(0.3 * 16)
+    assert straight.metrics()["epsilon"] == 0.2  # max(epsilon_min, 0.6 - 0.2 * (5 - 1))
+    first = build_filter(cfg, 3)
+    head = [first.select(t, v).tolist() for t, v in enumerate(views[:3])]
+    resumed = build_filter(cfg, 11)
+    resumed.load_state_dict(first.state_dict())
+    assert head + [resumed.select(t, v).tolist() for t, v in enumerate(views[3:], start=3)] == kept

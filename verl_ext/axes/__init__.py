@@ -17,6 +17,7 @@ from verl_ext.axes.base import BudgetAllocator, RolloutFilter, TaskSelector
 from verl_ext.axes.bots import BotsSelector, BotsSelectorConfig
 from verl_ext.axes.coba import CobaAllocator, CobaAllocatorConfig, CobaOfficialAllocator, CobaOfficialAllocatorConfig
 from verl_ext.axes.filters import DegenerateGroupFilter, DegenerateGroupFilterConfig, KeepAllFilter, KeepAllFilterConfig
+from verl_ext.axes.cbs import CbsStarFilter, CbsStarFilterConfig
 from verl_ext.axes.knapsack import KnapsackAllocator, KnapsackAllocatorConfig
 from verl_ext.axes.selectors import SequentialSelector, SequentialSelectorConfig, UniformSelector, UniformSelectorConfig
 from verl_ext.axes.types import RolloutView, StepResults, TaskPool, TaskStats
@@ -41,6 +42,7 @@ register("allocator", CobaOfficialAllocatorConfig, CobaOfficialAllocator)
 register("allocator", KnapsackAllocatorConfig, KnapsackAllocator)
 register("rollout_filter", KeepAllFilterConfig, KeepAllFilter)
 register("rollout_filter", DegenerateGroupFilterConfig, DegenerateGroupFilter)
+register("rollout_filter", CbsStarFilterConfig, CbsStarFilter)
 
 
 def make_config(axis: str, cfg: Mapping[str, Any]):
