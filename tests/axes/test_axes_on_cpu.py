@@ -124,6 +124,7 @@ def test_keep_all_and_degenerate_filters():
     assert build_filter({"name": "drop_degenerate"}, 0).select(0, v).tolist() == [2, 3]
     assert build_filter({"name": "drop_degenerate", "drop": "all_wrong"}, 0).select(0, v).tolist() == [0, 1, 2, 3]
     all_equal = view([0, 0, 1, 1], [1, 1, 0, 0])
+    assert build_filter({"name": "drop_degenerate"}, 0).select(0, all_equal).tolist() == []  # the update is skipped
     assert build_filter({"name": "drop_degenerate", "min_keep": 1}, 0).select(0, all_equal).tolist() == [0, 1]
     with pytest.raises(ValueError, match="drop must be"):
         build_filter({"name": "drop_degenerate", "drop": "x"}, 0)

@@ -24,12 +24,13 @@ class KeepAllFilter(RolloutFilter):
 @dataclass(frozen=True)
 class DegenerateGroupFilterConfig:
     """Drop the groups whose rewards are all equal (``drop=all_equal``: no GRPO signal) or all failed
-    (``drop=all_wrong``: ADS's code); keep at least ``min_keep`` groups (the first ones) so a step
-    never updates on nothing."""
+    (``drop=all_wrong``: ADS's code). When every group is degenerate nothing is kept and the trainer skips the
+    actor update (``data_selection/actor_update_skipped``); ``min_keep`` > 0 keeps that many groups (the first
+    ones) anyway."""
 
     name: str = "drop_degenerate"
     drop: str = "all_equal"
-    min_keep: int = 1
+    min_keep: int = 0
 
     def __post_init__(self):
         if self.drop not in ("all_equal", "all_wrong"):

@@ -10,8 +10,9 @@ Only small methods of ``PPOTrainerSync`` are overridden (``trainer/ppo/v1/traine
 ``_get_required_batch_multiple``       multiples per rank, padding spread; :mod:`verl_ext.trainer.batching`)
 ``_compute_advantage``                 after verl's advantages: ``update`` of selector and allocator,
                                        rollout filter ``select``, ``data_selection/*`` metrics
-``_update_critic`` / ``_update_actor`` the filtered rollouts only, mini-batches of the plan, per-sample
-                                       clip fraction / entropy -> ``filter.observe_update``
+``_update_critic`` / ``_update_actor`` the filtered rollouts only (none kept: the actor update is skipped),
+                                       mini-batches of the plan, per-sample clip fraction / entropy ->
+                                       ``filter.observe_update``
 ``_save_checkpoint`` / ``_load_checkpoint``  component state in ``global_step_N/data_selection.pt``
 ``on_init_end``                        installs the per-sample loss; per-run metrics file
 ``_compute_metrics``                   writes the per-step record (``data_selection.dump_steps``)
@@ -197,9 +198,10 @@ class DataSelectionTrainer(PPOTrainerSync):
             self.axes.allocator.update(self.global_steps, results)
         with marked_timer("rollout_filter", self.timing_raw):
             kept = np.asarray(self.axes.rollout_filter.select(self.global_steps, step.view), dtype=np.int64)
-        if len(kept) == 0 or len(np.unique(kept)) != len(kept) or kept.min() < 0 or kept.max() >= len(step.keys):
+        if len(kept) and (len(np.unique(kept)) != len(kept) or kept.min() < 0 or kept.max() >= len(step.keys)):
             raise RuntimeError(f"rollout filter returned positions {kept.tolist()} for {len(step.keys)} rollouts")
         step.kept = np.sort(kept)
+        metrics["data_selection/actor_update_skipped"] = float(len(kept) == 0)
         metrics.update(selection_metrics(results, step.view, step.counts, step.kept, {
             "selector": self.axes.selector.metrics(), "allocator": self.axes.allocator.metrics(),
             "rollout_filter": self.axes.rollout_filter.metrics()}))
@@ -212,6 +214,10 @@ class DataSelectionTrainer(PPOTrainerSync):
 
     def _update_actor(self, batch, metrics):
         step = self._step
+        if len(step.kept) == 0:  # the filter kept nothing: no update rather than one on rollouts it rejected
+            step.clipfrac = step.entropy = np.zeros(0)
+            self.axes.rollout_filter.observe_update(self.global_steps, step.kept, step.entropy, step.clipfrac)
+            return batch
         train, extra_keys, extra_tags = batch, [], []
         if len(step.kept) < len(step.keys):
             train = self._balance_batch(batch.select_keys([step.keys[i] for i in step.kept]), metrics={})
