@@ -142,3 +142,46 @@ def test_step_results_per_task():
         pool.positions(np.array([99]))
     with pytest.raises(ValueError, match="unique"):
         TaskPool(np.array([1, 1]))
+
+
+def test_dapo_dynamic_keeps_the_first_third_of_the_informative_groups():
+    from verl_ext.axes import RolloutView, build_filter
+
+    # 6 groups of 2: groups 0, 3 degenerate; target ceil(6 / 3) = 2 -> groups 1 and 2
+    reward = np.array([1, 1, 0, 1, 1, 0, 0, 0, 0, 1, 1, 0], dtype=float)
+    group = np.repeat([5, 4, 3, 2, 1, 0], 2)  # group ids need not follow the step's order
+    view = RolloutView(group, group, reward, reward - 0.5, np.full(12, 5))
+    f = build_filter({"name": "dapo_dynamic", "oversample": 3}, 0)
+    assert f.select(0, view).tolist() == [2, 3, 4, 5]
+    assert f.metrics() == {"groups": 6.0, "informative_groups": 4.0, "kept_groups": 2.0, "target_groups": 2.0}
+    assert f.select(0, RolloutView(group, group, np.zeros(12), np.zeros(12), np.full(12, 5))).tolist() == []
+    assert build_filter({"name": "dapo_dynamic", "oversample": 1}, 0).select(0, view).tolist() == [2, 3, 4, 5, 8, 9,
+                                                                                                 10, 11]
+    with pytest.raises(ValueError, match="oversample"):
+        build_filter({"name": "dapo_dynamic", "oversample": 0}, 0)
+
+
+def test_filter_chain_runs_each_filter_on_what_the_previous_kept():
+    from verl_ext.axes import RolloutView, build_filter
+    from verl_ext.axes.types import rollout_ids
+
+    reward = np.array([1, 1, 0, 1, 1, 0, 0, 0, 0, 1, 1, 0], dtype=float)
+    group = np.repeat(np.arange(6), 2)
+    view = RolloutView(group, group, reward, reward - 0.5, np.full(12, 5), np.full(12, 0.3), 8, rollout_ids(2, 12))
+    chain = build_filter({"name": "cbs", "buffer_size": 16, "batch_size": 2}, 0,
+                         [{"name": "dapo_dynamic", "oversample": 3}])
+    assert chain.replays and chain.needs_clip_fraction
+    kept = chain.select(2, view)
+    assert set(kept.tolist()) <= {2, 3, 4, 5} and len(kept) == 2  # cbs chose 2 of dapo's 4
+    assert chain.stored().tolist() == rollout_ids(2, 12)[[2, 3, 4, 5]].tolist()  # cbs saw only dapo's rows
+    m = chain.metrics()
+    assert m["dapo_dynamic/kept_groups"] == 2.0 and m["kept"] == 2.0 and "epsilon" in m
+    state = chain.state_dict()
+    again = build_filter({"name": "cbs", "buffer_size": 16, "batch_size": 2}, 5,
+                         [{"name": "dapo_dynamic", "oversample": 3}])
+    again.load_state_dict(state)
+    assert again.stored().tolist() == chain.stored().tolist()
+    with pytest.raises(ValueError, match="only the last"):
+        build_filter({"name": "keep_all"}, 0, [{"name": "cbs"}])
+    with pytest.raises(ValueError, match="unknown keys"):
+        build_filter({"name": "keep_all"}, 0, [{"name": "dapo_dynamic", "oversampling": 3}])

@@ -180,3 +180,99 @@ def test_cbs_star_keeps_the_fraction_and_resumes_exactly():
     resumed = build_filter(cfg, 11)
     resumed.load_state_dict(first.state_dict())
     assert head + [resumed.select(t, v).tolist() for t, v in enumerate(views[3:], start=3)] == kept
+
+
+def _replay_views(rng, steps, groups=4, n=4):
+    from verl_ext.axes.types import rollout_ids
+
+    return [dataclasses.replace(v, rollout_id=rollout_ids(t, len(v))) for t, v in
+            enumerate(_view(rng, groups, n) for _ in range(steps))]
+
+
+def test_cbs_buffer_is_fifo_of_the_latest_rollouts_and_replays_by_id():
+    from verl_ext.axes import build_filter
+
+    cfg = {"name": "cbs", "buffer_size": 40, "batch_size": 12, "warmup": 0, "epsilon0": 0.5, "epsilon_min": 0.5}
+    views = _replay_views(np.random.default_rng(8), 5)
+    f = build_filter(cfg, 2)
+    assert f.replays and f.needs_clip_fraction
+    replayed_any = False
+    for t, v in enumerate(views):
+        fresh = f.select(t, v)
+        replay = f.replay()
+        stored = f.stored()
+        # the buffer: the latest 40 rollouts, this step's included, oldest evicted first
+        expected = np.concatenate([u.rollout_id for u in views[: t + 1]])[-40:]
+        assert stored.tolist() == expected.tolist()
+        assert len(fresh) + len(replay) == 12 and len(set(fresh.tolist())) == len(fresh)
+        assert set(replay.tolist()) <= set(expected.tolist()) - set(v.rollout_id.tolist())  # earlier steps only
+        assert f.metrics()["replayed"] == len(replay) and f.metrics()["buffer"] == len(expected)
+        if len(replay):
+            replayed_any = True
+            assert f.metrics()["chosen_age"] > 0
+        ids = np.concatenate([v.rollout_id[fresh], replay])
+        f.observe_update(t, ids, np.full(len(ids), 0.7), np.full(len(ids), 0.25))
+    assert replayed_any
+    col = {name: i for i, name in enumerate(FEATURES)}
+    used = f.features[:, col["usage"]] > 0
+    assert used.any() and np.all(f.features[used, col["clip_fraction"]] == 0.25)
+    assert np.all(f.features[used, col["entropy"]] == 0.7)
+
+
+def test_cbs_usage_age_and_replay_resume_exactly():
+    from verl_ext.axes import build_filter
+
+    cfg = {"name": "cbs", "buffer_size": 24, "batch_size": 10, "warmup": 1, "epsilon0": 0.7, "epsilon_decay": 0.2,
+           "lr": 1e-2}
+    views = _replay_views(np.random.default_rng(9), 6)
+
+    def play(f, start, part):
+        out = []
+        for t, v in enumerate(part, start=start):
+            fresh, replay = f.select(t, v), f.replay()
+            ids = np.concatenate([v.rollout_id[fresh], replay])
+            f.observe_update(t, ids, np.linspace(0, 1, len(ids)), np.linspace(1, 0, len(ids)))
+            out.append((fresh.tolist(), replay.tolist(), f.stored().tolist()))
+        return out
+
+    straight = play(build_filter(cfg, 4), 0, views)
+    first = build_filter(cfg, 4)
+    head = play(first, 0, views[:3])
+    resumed = build_filter(cfg, 123)
+    resumed.load_state_dict(first.state_dict())
+    assert head + play(resumed, 3, views[3:]) == straight
+    assert any(r for _, r, _ in straight)  # replay happened
+
+
+def test_cbs_buffer_smaller_than_a_step_and_default_batch_of_one_step():
+    from verl_ext.axes import build_filter
+
+    views = _replay_views(np.random.default_rng(10), 2)
+    f = build_filter({"name": "cbs", "buffer_size": 8}, 0)
+    fresh = f.select(0, views[0])
+    assert f.stored().tolist() == views[0].rollout_id[-8:].tolist() and len(fresh) == 8  # K = min(16, buffer)
+    g = build_filter({"name": "cbs"}, 0)
+    assert len(g.select(0, views[0])) == 16 and len(g.replay()) == 0  # K = one step's rollouts
+    with pytest.raises(ValueError, match="stable rollout ids"):
+        g.select(1, dataclasses.replace(views[1], rollout_id=None))
+    with pytest.raises(ValueError, match="buffer_size"):
+        build_filter({"name": "cbs", "buffer_size": 0}, 0)
+
+
+def test_cbs_ablation_presets_compose_from_cbs():
+    from pathlib import Path
+
+    from omegaconf import OmegaConf
+
+    from verl_ext.axes import make_config
+
+    root = Path(__file__).resolve().parents[2] / "verl_ext" / "config" / "rollout_filter"
+    base = OmegaConf.load(root / "cbs.yaml")
+    for name, change in {"cbs_random": {"random_scores": True}, "cbs_no_ema": {"use_ema": False},
+                         "cbs_no_entropy": {"entropy_weight": 0.0}}.items():
+        preset = OmegaConf.load(root / f"{name}.yaml")
+        assert list(preset.defaults) == ["cbs", "_self_"]
+        merged = OmegaConf.merge(base, {k: v for k, v in preset.items() if k != "defaults"})
+        config = make_config("rollout_filter", merged)
+        assert config.name == "cbs"
+        assert {k: getattr(config, k) for k in change} == change

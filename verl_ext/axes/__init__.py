@@ -16,8 +16,12 @@ from verl_ext.axes.allocators import FixedAllocator, FixedAllocatorConfig, Varia
 from verl_ext.axes.base import BudgetAllocator, RolloutFilter, TaskSelector
 from verl_ext.axes.bots import BotsSelector, BotsSelectorConfig
 from verl_ext.axes.coba import CobaAllocator, CobaAllocatorConfig, CobaOfficialAllocator, CobaOfficialAllocatorConfig
-from verl_ext.axes.filters import DegenerateGroupFilter, DegenerateGroupFilterConfig, KeepAllFilter, KeepAllFilterConfig
-from verl_ext.axes.cbs import CbsStarFilter, CbsStarFilterConfig
+from verl_ext.axes.cbs import CbsFilter, CbsFilterConfig, CbsStarFilter, CbsStarFilterConfig
+from verl_ext.axes.chain import FilterChain
+from verl_ext.axes.filters import (
+    DapoDynamicFilter, DapoDynamicFilterConfig, DegenerateGroupFilter, DegenerateGroupFilterConfig, KeepAllFilter,
+    KeepAllFilterConfig,
+)
 from verl_ext.axes.knapsack import KnapsackAllocator, KnapsackAllocatorConfig
 from verl_ext.axes.selectors import SequentialSelector, SequentialSelectorConfig, UniformSelector, UniformSelectorConfig
 from verl_ext.axes.types import RolloutView, StepResults, TaskPool, TaskStats
@@ -43,6 +47,8 @@ register("allocator", KnapsackAllocatorConfig, KnapsackAllocator)
 register("rollout_filter", KeepAllFilterConfig, KeepAllFilter)
 register("rollout_filter", DegenerateGroupFilterConfig, DegenerateGroupFilter)
 register("rollout_filter", CbsStarFilterConfig, CbsStarFilter)
+register("rollout_filter", CbsFilterConfig, CbsFilter)
+register("rollout_filter", DapoDynamicFilterConfig, DapoDynamicFilter)
 
 
 def make_config(axis: str, cfg: Mapping[str, Any]):
@@ -75,8 +81,10 @@ def build_allocator(cfg, seed: int) -> BudgetAllocator:
     return _build("allocator", cfg, seed)
 
 
-def build_filter(cfg, seed: int) -> RolloutFilter:
-    return _build("rollout_filter", cfg, seed)
+def build_filter(cfg, seed: int, prefilters=()) -> RolloutFilter:
+    """The rollout filter of ``cfg``; with ``prefilters`` (configs run first, in order) a :class:`FilterChain`."""
+    last = _build("rollout_filter", cfg, seed)
+    return FilterChain([_build("rollout_filter", c, seed) for c in prefilters] + [last]) if prefilters else last
 
 
 __all__ = [

@@ -61,15 +61,31 @@ class BudgetAllocator(Stateful):
 
 
 class RolloutFilter(Stateful):
+    """Chooses the rollouts of the actor update. A filter that replays (CBS) also keeps rollouts across
+    steps: after each ``select`` it names, by stable id (:attr:`RolloutView.rollout_id`), the stored
+    rollouts that train at this step too (:meth:`replay`) and every rollout the trainer must hold for
+    later steps (:meth:`stored`); the trainer owns their tensors (:mod:`verl_ext.trainer.replay`)."""
+
+    replays = False  # keeps rollouts across steps (replay / stored are used)
+    needs_clip_fraction = False  # observe_update must carry clip fractions by the active loss's rule
+
     def __init__(self, config, seed: int):
         self.config, self.seed = config, seed
 
     @abc.abstractmethod
     def select(self, step: int, rollouts: RolloutView) -> np.ndarray:
-        """Positions (into ``rollouts``) of the rollouts that reach the actor update."""
+        """Positions (into ``rollouts``, this step's rollouts) of those that reach the actor update."""
 
-    def observe_update(self, step: int, positions: np.ndarray, entropy: np.ndarray, clip_fraction: np.ndarray) -> None:
-        """Per-sample mean token entropy and clip fraction of the selected rollouts, after the update."""
+    def replay(self) -> np.ndarray:
+        """Ids of stored rollouts of earlier steps that the last ``select`` sends to the actor update too."""
+        return np.zeros(0, dtype=np.int64)
+
+    def stored(self) -> np.ndarray:
+        """Ids of the rollouts (this step's and earlier) to keep after the last ``select``; others are dropped."""
+        return np.zeros(0, dtype=np.int64)
+
+    def observe_update(self, step: int, rollout_id: np.ndarray, entropy: np.ndarray, clip_fraction: np.ndarray) -> None:
+        """Per-rollout mean token entropy and clip fraction of the rollouts (by id) the update trained on."""
 
     def metrics(self) -> dict[str, float]:
         """Scalars about the last ``select``, logged as ``data_selection/rollout_filter/<key>``."""

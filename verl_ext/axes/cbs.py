@@ -1,16 +1,19 @@
-"""CBS* (SPEC.md §2, paper 001): the contextual-bandit scheduler choosing, each step, ``keep_fraction`` of
-the step's own rollouts (pooled over groups) for the actor update.
+"""CBS and CBS* (SPEC.md §2, paper 001) as rollout filters around :mod:`verl_ext.axes.cbs_scheduler`.
 
-The candidates are the step's fresh rollouts, so usage count, age and clip fraction are 0 and the entropy
-feature is the old-log-prob pass's; the round's ``V`` / ``E`` are the mean reward and mean token entropy of
-all of them. The replay variant (a buffer across steps, ``cbs``) needs the replay interface of the rollout-filter
-axis and is not here yet. The scheduler itself: :mod:`verl_ext.axes.cbs_scheduler`.
+* ``cbs_star``: the candidates are this step's rollouts (pooled over groups), ``K = keep_fraction`` of them;
+  usage, age and clip fraction are 0 and the entropy feature is the old-log-prob pass's.
+* ``cbs``: a FIFO buffer of the latest ``buffer_size`` rollouts (this step's included) with each one's
+  features at generation, its entropy and clip fraction at last use, usage count and age; ``K = batch_size``
+  (default: as many as the step generated) are chosen from it. Chosen rollouts of earlier steps are
+  replayed (:meth:`RolloutFilter.replay`), the trainer holding their tensors for every id in :meth:`stored`.
+
+In both, the round's ``V`` / ``E`` are the mean reward and mean token entropy of the step's fresh rollouts.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
@@ -57,6 +60,25 @@ def rollout_features(view: RolloutView, usage: np.ndarray | None = None, age: np
     return np.stack([np.asarray(columns[f], dtype=np.float64) for f in FEATURES], axis=1)
 
 
+@dataclass(frozen=True)
+class CbsFilterConfig(CbsSchedulerConfig):
+    """CBS: a buffer of the latest ``buffer_size`` rollouts, ``batch_size`` of them per update (None: the number
+    the step generated); the scheduler's fields as inherited."""
+
+    name: str = "cbs"
+    buffer_size: int = 2048
+    batch_size: Optional[int] = None
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.buffer_size < 1 or (self.batch_size is not None and self.batch_size < 1):
+            raise ValueError(f"rollout_filter=cbs: buffer_size={self.buffer_size} and batch_size={self.batch_size} "
+                             "must be >= 1")
+
+    def scheduler(self) -> CbsSchedulerConfig:
+        return CbsSchedulerConfig(**{f.name: getattr(self, f.name) for f in fields(CbsSchedulerConfig)})
+
+
 class CbsStarFilter(RolloutFilter):
     def __init__(self, config: CbsStarFilterConfig, seed: int):
         super().__init__(config, seed)
@@ -77,3 +99,69 @@ class CbsStarFilter(RolloutFilter):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.scheduler.load_state_dict(state["scheduler"])
+
+
+_COLUMN = {name: i for i, name in enumerate(FEATURES)}
+
+
+class CbsFilter(RolloutFilter):
+    replays = True
+    needs_clip_fraction = True
+
+    def __init__(self, config: CbsFilterConfig, seed: int):
+        super().__init__(config, seed)
+        self.scheduler = CbsScheduler(config.scheduler(), seed)
+        self.ids = np.zeros(0, dtype=np.int64)  # oldest first
+        self.born = np.zeros(0, dtype=np.int64)  # the step that generated each
+        self.features = np.zeros((0, len(FEATURES)))  # age column refreshed at selection
+        self._replay = np.zeros(0, dtype=np.int64)
+        self._metrics: dict[str, float] = {}
+
+    def select(self, step: int, rollouts: RolloutView) -> np.ndarray:
+        if rollouts.rollout_id is None:
+            raise ValueError("rollout_filter=cbs needs stable rollout ids (RolloutView.rollout_id)")
+        self.scheduler.begin_round(float(np.mean(rollouts.reward)), float(np.mean(rollouts.entropy)))
+        keep = slice(max(0, len(self.ids) + len(rollouts) - self.config.buffer_size), None)
+        self.ids = np.concatenate([self.ids, rollouts.rollout_id])[keep]
+        self.born = np.concatenate([self.born, np.full(len(rollouts), step, dtype=np.int64)])[keep]
+        self.features = np.concatenate([self.features, rollout_features(rollouts)])[keep]
+        self.features[:, _COLUMN["age"]] = step - self.born
+        n = len(self.ids)
+        k = min(n, len(rollouts) if self.config.batch_size is None else self.config.batch_size)
+        chosen = self.scheduler.select(step, self.features, np.arange(n)[::-1], k,
+                                       self.features[:, _COLUMN["advantage"]])
+        fresh = self.born[chosen] == step
+        position = {int(i): p for p, i in enumerate(rollouts.rollout_id)}
+        self._replay = self.ids[chosen[~fresh]]
+        age = self.features[chosen, _COLUMN["age"]]
+        self._metrics = {**self.scheduler.metrics(), "buffer": float(n), "replayed": float((~fresh).sum()),
+                         "chosen_age": float(age.mean()) if k else 0.0,
+                         "chosen_usage": float(self.features[chosen, _COLUMN["usage"]].mean()) if k else 0.0}
+        return np.sort(np.array([position[int(i)] for i in self.ids[chosen[fresh]]], dtype=np.int64))
+
+    def replay(self) -> np.ndarray:
+        return self._replay.copy()
+
+    def stored(self) -> np.ndarray:
+        return self.ids.copy()
+
+    def observe_update(self, step, rollout_id, entropy, clip_fraction) -> None:
+        where = {int(i): p for p, i in enumerate(self.ids)}
+        rows = np.array([where.get(int(i), -1) for i in rollout_id], dtype=np.int64)
+        found = rows >= 0
+        rows = rows[found]
+        self.features[rows, _COLUMN["usage"]] += 1
+        self.features[rows, _COLUMN["entropy"]] = np.asarray(entropy, dtype=np.float64)[found]
+        self.features[rows, _COLUMN["clip_fraction"]] = np.asarray(clip_fraction, dtype=np.float64)[found]
+
+    def metrics(self) -> dict[str, float]:
+        return dict(self._metrics)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"scheduler": self.scheduler.state_dict(), "ids": self.ids.copy(), "born": self.born.copy(),
+                "features": self.features.copy(), "replay": self._replay.copy()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.ids, self.born = np.array(state["ids"], dtype=np.int64), np.array(state["born"], dtype=np.int64)
+        self.features, self._replay = np.array(state["features"]), np.array(state["replay"], dtype=np.int64)

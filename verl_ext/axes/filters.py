@@ -49,3 +49,36 @@ class DegenerateGroupFilter(RolloutFilter):
         if keep_group.sum() < self.config.min_keep:
             keep_group[np.flatnonzero(degenerate)[: self.config.min_keep - keep_group.sum()]] = True
         return np.flatnonzero(keep_group[inverse])
+
+
+@dataclass(frozen=True)
+class DapoDynamicFilterConfig:
+    """DAPO's dynamic sampling: the step generated ``oversample`` x the groups it trains on; groups whose
+    rewards are all equal are dropped, and the first ``ceil(groups / oversample)`` that remain (in the
+    step's order) are kept: fewer when too few remain, none (the update is skipped) when all are degenerate."""
+
+    name: str = "dapo_dynamic"
+    oversample: int = 3
+
+    def __post_init__(self):
+        if isinstance(self.oversample, bool) or int(self.oversample) != self.oversample or self.oversample < 1:
+            raise ValueError(f"rollout_filter=dapo_dynamic: oversample={self.oversample!r} must be an integer >= 1")
+
+
+class DapoDynamicFilter(RolloutFilter):
+    def select(self, step: int, rollouts) -> np.ndarray:
+        groups, first, inverse = np.unique(rollouts.group, return_index=True, return_inverse=True)
+        high = np.full(len(groups), -np.inf)
+        low = np.full(len(groups), np.inf)
+        np.maximum.at(high, inverse, rollouts.reward)
+        np.minimum.at(low, inverse, rollouts.reward)
+        target = -(-len(groups) // self.config.oversample)
+        informative = np.flatnonzero(high > low)
+        keep = np.zeros(len(groups), dtype=bool)
+        keep[informative[np.argsort(first[informative], kind="stable")][:target]] = True
+        self._metrics = {"groups": float(len(groups)), "informative_groups": float(len(informative)),
+                         "kept_groups": float(keep.sum()), "target_groups": float(target)}
+        return np.flatnonzero(keep[inverse])
+
+    def metrics(self) -> dict[str, float]:
+        return dict(getattr(self, "_metrics", {}))

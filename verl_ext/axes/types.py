@@ -83,6 +83,14 @@ class TaskStats:
         return self.successes / self.n
 
 
+ROLLOUT_ID_STRIDE = 1 << 32
+
+
+def rollout_ids(step: int, count: int) -> np.ndarray:
+    """Stable ids of a step's ``count`` rollouts: ``step * 2**32 + position`` (the same on a resumed run)."""
+    return np.int64(step) * ROLLOUT_ID_STRIDE + np.arange(count, dtype=np.int64)
+
+
 @dataclass(frozen=True)
 class RolloutView:
     """What a rollout filter sees of the step's candidate rollouts (after reward and advantage)."""
@@ -94,9 +102,17 @@ class RolloutView:
     response_length: np.ndarray  # int64 [R]
     entropy: np.ndarray | None = None  # float [R], mean token entropy from the old-log-prob pass (None: not computed)
     max_response_length: int = 0  # data.max_response_length (0: unknown)
+    rollout_id: np.ndarray | None = None  # int64 [R], unique over the run (see rollout_ids); None: not assigned
 
     def __len__(self) -> int:
         return len(self.task_index)
+
+    def take(self, positions: np.ndarray) -> "RolloutView":
+        """The rollouts at ``positions``, in that order."""
+        p = np.asarray(positions, dtype=np.int64)
+        pick = lambda a: None if a is None else a[p]  # noqa: E731
+        return RolloutView(self.task_index[p], self.group[p], self.reward[p], self.advantage[p],
+                           self.response_length[p], pick(self.entropy), self.max_response_length, pick(self.rollout_id))
 
     @property
     def truncated(self) -> np.ndarray:
