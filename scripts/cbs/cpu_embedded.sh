@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# CBS end to end on this CPU with nothing downloaded (recipes/cbs/cpu_embedded.yaml):
+#   1. a pool of embedded arithmetic tasks (data_prep), 2. a few training steps, by default GRPO + CBS*
+#   (rollout_filter=cbs_star; python -m verl_ext.main --cpu), 3. the per-step table (reward, timings), the
+#   rollouts each step kept for the actor update and the filter's own scalars.
+#   scripts/cbs/cpu_embedded.sh [grpo|dapo|gspo [cbs_star|cbs|keep_all|...]] [Hydra overrides...]
+#   e.g. scripts/cbs/cpu_embedded.sh grpo cbs trainer.total_training_steps=2   (CBS: a buffer of 32 rollouts)
+# Environment: scripts/cbs/common.sh (DATA_DIR default data/cbs_cpu, OUT_DIR default outputs/cbs_cpu, DRY_RUN=1), and
+#   NUM_LAYERS  truncate the policy to its first N layers (faster, meaningless text; default: full model)
+#   POOL        training tasks (default 12: three steps of 4 without repeats)
+#   FORCE=1     rebuild the tasks (kept from an earlier run otherwise)
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+export DATA_DIR="$(abspath "${DATA_DIR:-$ROOT/data/cbs_cpu}")" OUT_DIR="$(abspath "${OUT_DIR:-$ROOT/outputs/cbs_cpu}")" CPU=1
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
+start=$SECONDS
+
+case "$(cbs_positionals "$@")" in  # default GRPO + CBS*
+  0) set -- grpo cbs_star "$@" ;;
+  1) set -- "$1" cbs_star "${@:2}" ;;
+esac
+objective="$1" filter="$2"
+
+if [[ ! -f "$DATA_DIR/arithmetic/train.parquet" || "${FORCE:-0}" == 1 ]]; then
+  execute "$PYTHON" -m data_prep arithmetic --out "$DATA_DIR" --train-size "${POOL:-12}" --test-size 8
+fi
+MODEL_PATH="$(embedded_model_path "${NUM_LAYERS:-}")"
+EXPERIMENT_NAME="${EXPERIMENT_NAME:-cpu_embedded-$objective-$filter}"
+export MODEL_PATH EXPERIMENT_NAME
+cbs_train cpu_embedded "$@"
+[[ "${DRY_RUN:-0}" == 1 ]] && exit 0
+"$PYTHON" - "$OUT_DIR/$EXPERIMENT_NAME" <<'EOF'
+import json, sys
+from pathlib import Path
+from verl_ext.demo import print_steps
+
+run = Path(sys.argv[1])
+print_steps(run)
+log = sorted((run / "metrics").glob("*.jsonl"), key=lambda p: p.stat().st_mtime)[-1]
+scalars = {}
+for row in map(json.loads, log.read_text().splitlines()):
+    scalars.setdefault(row["step"], {}).update(row["data"])
+for path in sorted((run / "data_selection").glob("step_*.json"), key=lambda p: int(p.stem.split("_")[1])):
+    step = json.loads(path.read_text())
+    number = int(path.stem.split("_")[1])
+    own = {k[len("data_selection/rollout_filter/"):]: float(f"{v:.4g}") for k, v in scalars.get(number, {}).items()
+           if k.startswith("data_selection/rollout_filter/")}
+    print(f"step {number}: kept {len(step['kept'])} of its {len(step['rollout_reward'])} rollouts "
+          f"(actor update rows, replayed included: {step.get('actor_update_rows')}), filter {own}")
+EOF
+echo "cpu_embedded: $((SECONDS - start)) s in all"
