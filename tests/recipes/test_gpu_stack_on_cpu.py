@@ -24,7 +24,7 @@ def packages():
 
 
 def test_there_are_gpu_recipes_to_check():
-    assert {g for g, _ in GPU_RECIPES} == {"bots", "coba"} and len(GPU_RECIPES) >= 10
+    assert {g for g, _ in GPU_RECIPES} == {"bots", "cbs", "coba"} and len(GPU_RECIPES) >= 13
 
 
 @pytest.mark.parametrize("group, setting", GPU_RECIPES)
