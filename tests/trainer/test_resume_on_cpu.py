@@ -27,9 +27,9 @@ def decisions(dump: dict) -> dict:
             "kept": sorted(rollouts[i] for i in dump["kept"]), "actor_mini_batches": dump["actor_mini_batches"]}
 
 
-def stop_after(run_dir, step: int) -> None:
-    """Make ``run_dir`` what a run killed right after its ``step`` checkpoint leaves behind."""
-    for later in range(step + 1, STEPS + 1):
+def stop_after(run_dir, step: int, last: int = STEPS) -> None:
+    """Make ``run_dir`` (a run of ``last`` steps) what a run killed right after its ``step`` checkpoint leaves."""
+    for later in range(step + 1, last + 1):
         shutil.rmtree(run_dir / f"global_step_{later}", ignore_errors=True)
         (run_dir / records.DUMP_DIR / f"step_{later:06d}.json").unlink()
     (run_dir / "latest_checkpointed_iteration.txt").write_text(str(step))

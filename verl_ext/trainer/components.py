@@ -2,7 +2,8 @@
 
 Config (see ``verl_ext/config/verl_ext_trainer.yaml``): the groups ``selector``, ``allocator``,
 ``rollout_filter`` and the section ``data_selection`` (``rollout_budget``: rollouts per step,
-default ``data.train_batch_size * actor_rollout_ref.rollout.n``; ``seed``: default ``data.seed``).
+default ``data.train_batch_size * actor_rollout_ref.rollout.n``; ``seed``: default ``data.seed``;
+``prefilters``: rollout-filter configs run before ``rollout_filter``).
 """
 
 from __future__ import annotations
@@ -45,6 +46,11 @@ def validate_axes(config) -> None:
         if axis not in config:
             raise ValueError(f"config has no '{axis}' group; compose verl_ext_trainer.yaml (python -m verl_ext.main)")
         make_config(axis, config[axis])
+    filters = build_rollout_filter(config, 0)  # unknown prefilter keys; a replaying filter not last
+    if filters.needs_clip_fraction:
+        from verl_ext.trainer.per_sample import check_clip_rule
+
+        check_clip_rule(str(config.actor_rollout_ref.actor.policy_loss.loss_mode))
     if config.selector.name == "uniform" and not config.data.get("shuffle", True):
         raise ValueError("selector=uniform reproduces verl's shuffled dataloader; with data.shuffle=False "
                          "use selector=sequential (dataset order)")
@@ -104,7 +110,11 @@ class Axes:
             getattr(self, name).load_state_dict(state[name])
 
 
+def build_rollout_filter(config, seed: int) -> RolloutFilter:
+    return build_filter(config.rollout_filter, seed, list(config.data_selection.get("prefilters") or ()))
+
+
 def build_axes(config, pool: TaskPool) -> Axes:
     seed = axes_seed(config)
     return Axes(build_selector(config.selector, pool, seed), build_allocator(config.allocator, seed),
-                build_filter(config.rollout_filter, seed))
+                build_rollout_filter(config, seed))

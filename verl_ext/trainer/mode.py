@@ -9,18 +9,23 @@ Only small methods of ``PPOTrainerSync`` are overridden (``trainer/ppo/v1/traine
 ``_balance_batch`` /                   pad to the mini-batch plan of the real rollouts (micro-batch
 ``_get_required_batch_multiple``       multiples per rank, padding spread; :mod:`verl_ext.trainer.batching`)
 ``_compute_advantage``                 after verl's advantages: ``update`` of selector and allocator,
-                                       rollout filter ``select``, ``data_selection/*`` metrics
-``_update_critic`` / ``_update_actor`` the filtered rollouts only (none kept: the actor update is skipped),
-                                       mini-batches of the plan, per-sample clip fraction / entropy ->
-                                       ``filter.observe_update``
-``_save_checkpoint`` / ``_load_checkpoint``  component state in ``global_step_N/data_selection.pt``
+                                       rollout filter ``select`` (a replaying filter: stored rollouts
+                                       re-inserted under fresh keys, this step's kept in the replay store),
+                                       ``data_selection/*`` metrics
+``_update_critic`` / ``_update_actor`` the filtered and replayed rollouts only (none: the actor update is
+                                       skipped), mini-batches of the plan, per-sample clip fraction /
+                                       entropy -> ``filter.observe_update``
+``_save_checkpoint`` / ``_load_checkpoint``  component state in ``global_step_N/data_selection.pt``, the
+                                       replay store in ``global_step_N/replay_store.pt``
 ``on_init_end``                        installs the per-sample loss; per-run metrics file
 ``_compute_metrics``                   writes the per-step record (``data_selection.dump_steps``)
 =====================================  ==================================================================
 
 The filter cuts the batch at the actor update: verl computes old log-probs, advantages (grouped by
 ``uid``, so unequal group sizes are fine), the critic update and the logged metrics on every
-rollout; the actor learns from the kept ones. Not supported (refused before Ray starts,
+rollout of the step; the actor learns from the kept ones plus the replayed ones
+(:mod:`verl_ext.trainer.replay`), which keep their stored old log-probs and advantages and are
+cleared from TransferQueue right after the update. Not supported (refused before Ray starts,
 :func:`verl_ext.trainer.startup_checks.check_supported`): async modes, ``parameter_sync_step > 1``,
 refills, DAPO ``algorithm.filter_groups`` (use a rollout filter), distillation, a critic whose
 ``ppo_mini_batch_size`` differs from the actor's.
@@ -49,12 +54,14 @@ from verl.utils.dataset.rl_dataset import collate_fn
 from verl.utils.debug import marked_timer
 
 from verl_ext.axes import RolloutView, StepResults
+from verl_ext.axes.types import rollout_ids
 from verl_ext.trainer import per_sample, records
 from verl_ext.trainer.batching import (
     MiniBatchPlan, fixed_micro_batch_size, mini_batch_tokens, plan_mini_batches, real_rows_per_row, spread_padding,
 )
 from verl_ext.trainer.components import build_axes, rollout_budget, task_pool
 from verl_ext.trainer.metrics import selection_metrics
+from verl_ext.trainer.replay import ReplayStore, fresh_key
 from verl_ext.trainer.startup_checks import check_supported
 
 logger = logging.getLogger(__name__)
@@ -72,14 +79,34 @@ class _Step:
 
     tasks: np.ndarray
     counts: np.ndarray
+    uids: list[str] = field(default_factory=list)  # per selected task
     keys: list[str] = field(default_factory=list)  # real rollouts, RolloutView order
     view: RolloutView | None = None
+    old_log_prob: np.ndarray | None = None  # per rollout, mean over response tokens
     kept: np.ndarray | None = None
+    replay_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    replay_keys: list[str] = field(default_factory=list)  # their keys in this step's partition
+    replay_tags: list[dict] = field(default_factory=list)
+    replay_lengths: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     clipfrac: np.ndarray | None = None
     entropy: np.ndarray | None = None
     plan: MiniBatchPlan | None = None  # of the actor update
     update_rows: int = 0  # rows the actor loss saw (padding included, summed over ppo_epochs)
-    update: dict = field(default_factory=dict)  # per row the loss saw: position (-1: padding), divisor, tokens
+    update: dict = field(default_factory=dict)  # per row the loss saw: position (-1: padding), divisor, tokens, ...
+
+    @property
+    def row_keys(self) -> list[str]:
+        """Keys of the rows the actor may train on: this step's rollouts, then the replayed ones (the row
+        position ``sample_pos`` of a replayed rollout ``j`` is ``len(keys) + j``)."""
+        return self.keys + self.replay_keys
+
+    @property
+    def row_ids(self) -> np.ndarray:
+        return np.concatenate([self.view.rollout_id, self.replay_ids])
+
+    @property
+    def row_lengths(self) -> np.ndarray:
+        return np.concatenate([self.view.response_length, self.replay_lengths])
 
 
 def _as_list(value) -> list:
@@ -96,6 +123,7 @@ class DataSelectionTrainer(PPOTrainerSync):
         self._dp_size = 1
         self._micro = fixed_micro_batch_size(config, self.use_reference_policy, self.use_critic)
         self._rows_to_balance = 0
+        self.replay_store = ReplayStore()
 
     # ------------------------------------------------------------------ setup
     def _build_replay_buffer(self):
@@ -136,7 +164,7 @@ class DataSelectionTrainer(PPOTrainerSync):
         batch_dict["__rollout_n__"] = [int(c) for c in counts]  # AgentLoopWorkerTQ._run_prompt pops it
         batch = tu.get_tensordict(batch_dict)
         tu.assign_non_tensor_data(batch, "global_steps", step)
-        self._step = _Step(tasks, counts)
+        self._step = _Step(tasks, counts, list(batch_dict["uid"]))
         return batch
 
     # ------------------------------------------------------------------ batch accounting
@@ -177,11 +205,13 @@ class DataSelectionTrainer(PPOTrainerSync):
     def _compute_advantage(self, batch, metrics):
         batch = super()._compute_advantage(batch, metrics)
         step = self._step
-        step.keys = [k for k, t in zip(batch.keys, batch.tags) if not t.get("is_padding", False)]
-        data = tq.kv_batch_get(keys=step.keys, partition_id=batch.partition_id,
-                               select_fields=["index", "rm_scores", "advantages", "response_mask"])
+        step.keys = self._canonical_order([k for k, t in zip(batch.keys, batch.tags) if not t.get("is_padding", False)],
+                                          batch.partition_id)
+        token_fields = ["rm_scores", "advantages", "response_mask"] + [
+            f for f in ("old_log_probs",) if f in (batch.fields or ())]
+        data = tq.kv_batch_get(keys=step.keys, partition_id=batch.partition_id, select_fields=["index", *token_fields])
         index = np.array(_as_list(data["index"]), dtype=np.int64)
-        dense = data.select("rm_scores", "advantages", "response_mask").to_padded_tensor()
+        dense = data.select(*token_fields).to_padded_tensor()
         mask = dense["response_mask"].float()
         length = mask.sum(-1)
         reward = dense["rm_scores"].float().sum(-1).numpy().astype(np.float64)
@@ -189,8 +219,11 @@ class DataSelectionTrainer(PPOTrainerSync):
         group = np.unique([k.rsplit("_", 2)[0] for k in step.keys], return_inverse=True)[1]
         results = StepResults.from_rewards(index, reward)
         entropy = self._old_entropy(batch.partition_id, step.keys) if "entropy" in (batch.fields or ()) else None
+        if "old_log_probs" in token_fields:
+            step.old_log_prob = ((dense["old_log_probs"].float() * mask).sum(-1) / length.clamp(min=1)).numpy()
         step.view = RolloutView(index, group.astype(np.int64), reward, advantage, length.numpy().astype(np.int64),
-                                entropy, int(self.config.data.max_response_length))
+                                entropy, int(self.config.data.max_response_length),
+                                rollout_ids(self.global_steps, len(step.keys)))
 
         with marked_timer("selector", self.timing_raw):
             self.axes.selector.update(self.global_steps, results)
@@ -201,11 +234,46 @@ class DataSelectionTrainer(PPOTrainerSync):
         if len(kept) and (len(np.unique(kept)) != len(kept) or kept.min() < 0 or kept.max() >= len(step.keys)):
             raise RuntimeError(f"rollout filter returned positions {kept.tolist()} for {len(step.keys)} rollouts")
         step.kept = np.sort(kept)
-        metrics["data_selection/actor_update_skipped"] = float(len(kept) == 0)
+        if self.axes.rollout_filter.replays:
+            with marked_timer("replay_store", self.timing_raw):
+                self._sync_replay(batch, step)
+            metrics["data_selection/replay/stored"] = float(len(self.replay_store))
+            metrics["data_selection/replay/replayed"] = float(len(step.replay_ids))
+        metrics["data_selection/actor_update_skipped"] = float(len(kept) + len(step.replay_ids) == 0)
         metrics.update(selection_metrics(results, step.view, step.counts, step.kept, {
             "selector": self.axes.selector.metrics(), "allocator": self.axes.allocator.metrics(),
             "rollout_filter": self.axes.rollout_filter.metrics()}))
         return batch
+
+    def _canonical_order(self, keys: list[str], partition_id: str) -> list[str]:
+        """Rollout keys by selected task, then by response tokens: positions, hence rollout ids and every filter
+        decision, depend neither on the order in which generations finished nor on which sample slot a response
+        landed in (a seeded rollout reproduces a prompt's responses, not their slots)."""
+        task_of = {u: i for i, u in enumerate(self._step.uids)}
+        responses = tq.kv_batch_get(keys=keys, partition_id=partition_id, select_fields=["responses"])["responses"]
+        tokens = [tuple(r.tolist()) for r in responses.unbind()] if responses.is_nested else [
+            tuple(r) for r in responses.tolist()]
+        return [k for _, _, k in sorted(zip([task_of[k.rsplit("_", 2)[0]] for k in keys], tokens, keys))]
+
+    def _sync_replay(self, batch: KVBatchMeta, step: _Step) -> None:
+        """Put the rollouts the filter replays into this step's partition (fresh keys, stored fields), then
+        keep this step's rollouts the filter stores and drop what it no longer lists."""
+        flt, store = self.axes.rollout_filter, self.replay_store
+        step.replay_ids = np.asarray(flt.replay(), dtype=np.int64)
+        stored = set(np.asarray(flt.stored(), dtype=np.int64).tolist())
+        if len(step.replay_ids):
+            fields, tags = store.batch(step.replay_ids)
+            step.replay_keys = [fresh_key() for _ in step.replay_ids]
+            step.replay_tags = tags
+            step.replay_lengths = store.response_length(step.replay_ids)
+            tq.kv_batch_put(keys=step.replay_keys, partition_id=batch.partition_id, fields=fields, tags=tags)
+        new = [i for i, rid in enumerate(step.view.rollout_id.tolist()) if rid in stored]
+        if new:
+            keys = [step.keys[i] for i in new]
+            tag_of = dict(zip(batch.keys, batch.tags))
+            fields = tq.kv_batch_get(keys=keys, partition_id=batch.partition_id, select_fields=batch.fields)
+            store.add(step.view.rollout_id[new], fields, [tag_of[k] for k in keys])
+        store.keep_only(np.fromiter(stored, dtype=np.int64))
 
     # ------------------------------------------------------------------ updates
     def _update_critic(self, batch, metrics):
@@ -214,14 +282,27 @@ class DataSelectionTrainer(PPOTrainerSync):
 
     def _update_actor(self, batch, metrics):
         step = self._step
-        if len(step.kept) == 0:  # the filter kept nothing: no update rather than one on rollouts it rejected
+        rows = np.concatenate([step.kept, len(step.keys) + np.arange(len(step.replay_keys))]).astype(np.int64)
+        if len(rows) == 0:  # the filter kept nothing: no update rather than one on rollouts it rejected
             step.clipfrac = step.entropy = np.zeros(0)
-            self.axes.rollout_filter.observe_update(self.global_steps, step.kept, step.entropy, step.clipfrac)
+            self.axes.rollout_filter.observe_update(self.global_steps, np.zeros(0, dtype=np.int64), step.entropy,
+                                                    step.clipfrac)
             return batch
+        try:
+            return self._update_actor_rows(batch, metrics, rows)
+        finally:
+            if step.replay_keys:
+                tq.kv_clear(keys=step.replay_keys, partition_id=batch.partition_id)
+
+    def _update_actor_rows(self, batch, metrics, rows: np.ndarray):
+        step = self._step
         train, extra_keys, extra_tags = batch, [], []
-        if len(step.kept) < len(step.keys):
-            train = self._balance_batch(batch.select_keys([step.keys[i] for i in step.kept]), metrics={})
-            known = set(batch.keys)
+        if len(rows) < len(step.keys) or step.replay_keys:
+            kept = batch.select_keys([step.keys[i] for i in step.kept])
+            kept = KVBatchMeta(keys=kept.keys + step.replay_keys, tags=kept.tags + step.replay_tags,
+                               partition_id=batch.partition_id, fields=batch.fields, extra_info=batch.extra_info)
+            train = self._balance_batch(kept, metrics={})
+            known = set(step.row_keys)
             extra = [(k, t) for k, t in zip(train.keys, train.tags) if k not in known]
             extra_keys, extra_tags = [k for k, _ in extra], [t for _, t in extra]
             self._zero_trainer_fields(train, extra_keys)
@@ -234,14 +315,15 @@ class DataSelectionTrainer(PPOTrainerSync):
             super()._update_actor(train, metrics)
 
         step.update_rows = len(stats.get(per_sample.POS, []))
-        step.update = {k.split("/")[-1]: stats[k] for k in (per_sample.POS, per_sample.DIVISOR, per_sample.MB_TOKENS)
-                       if k in stats}
+        step.update = {k.split("/")[-1]: stats[k] for k in (
+            per_sample.POS, per_sample.DIVISOR, per_sample.MB_TOKENS, per_sample.LOG_PROB, per_sample.OLD_LOG_PROB,
+            per_sample.RATIO, per_sample.CLIPFRAC) if k in stats}
         self._check_layout(train, stats)
-        step.clipfrac, step.entropy = per_sample.per_position(stats, step.kept)
-        if step.entropy is None:  # the update computed no entropy: use the old-log-prob pass
-            step.entropy = self._old_entropy(batch.partition_id, [step.keys[i] for i in step.kept])
+        step.clipfrac, step.entropy = per_sample.per_position(stats, rows)
+        if step.entropy is None:  # the update computed no entropy: use the old-log-prob pass (stored for replays)
+            step.entropy = self._old_entropy(batch.partition_id, [step.row_keys[i] for i in rows])
         with marked_timer("rollout_filter", self.timing_raw):
-            self.axes.rollout_filter.observe_update(self.global_steps, step.kept, step.entropy, step.clipfrac)
+            self.axes.rollout_filter.observe_update(self.global_steps, step.row_ids[rows], step.entropy, step.clipfrac)
         if not extra_keys:
             return batch
         return KVBatchMeta(keys=batch.keys + extra_keys, tags=batch.tags + extra_tags, partition_id=batch.partition_id,
@@ -256,7 +338,7 @@ class DataSelectionTrainer(PPOTrainerSync):
 
     def _tag_rows(self, batch: KVBatchMeta) -> KVBatchMeta:
         """Write ``sample_pos`` (RolloutView position, -1 for padding) and ``mb_real_rows`` per row."""
-        pos_of = {k: i for i, k in enumerate(self._step.keys)}
+        pos_of = {k: i for i, k in enumerate(self._step.row_keys)}
         sample_pos = torch.tensor([pos_of.get(k, -1) for k in batch.keys], dtype=torch.int64)
         fields = {per_sample.SAMPLE_POS: sample_pos}
         is_padding = (sample_pos < 0).numpy()
@@ -277,8 +359,8 @@ class DataSelectionTrainer(PPOTrainerSync):
         the row's mini-batch equals the plan's count): the ``mb_real_rows`` divisors are then right."""
         if self.config.actor_rollout_ref.actor.shuffle or per_sample.MB_TOKENS not in stats:
             return
-        pos_of = {k: i for i, k in enumerate(self._step.keys)}
-        length = self._step.view.response_length
+        pos_of = {k: i for i, k in enumerate(self._step.row_keys)}
+        length = self._step.row_lengths
         tokens = np.array([length[pos_of[k]] if k in pos_of else 0 for k in batch.keys], dtype=np.int64)
         expected = mini_batch_tokens(tokens, self._plan.mini_batch_size, self._dp_size)
         reported = dict(zip(stats[per_sample.POS], stats[per_sample.MB_TOKENS]))
@@ -307,8 +389,11 @@ class DataSelectionTrainer(PPOTrainerSync):
                 "rollout_reward": v.reward.tolist(), "rollout_advantage": v.advantage.tolist(),
                 "rollout_length": v.response_length.tolist(),
                 "rollout_entropy": None if v.entropy is None else v.entropy.tolist(),
+                "rollout_id": v.rollout_id.tolist(),
+                "rollout_old_log_prob": None if step.old_log_prob is None else step.old_log_prob.tolist(),
                 "max_response_length": v.max_response_length,
                 "kept": step.kept.tolist(),
+                "replayed": step.replay_ids.tolist(),  # rollout ids; row position len(rollout_task) + j
                 "actor_mini_batches": None if step.plan is None else {
                     "rows": step.plan.rows, "num": step.plan.num_mini_batches, "size": step.plan.mini_batch_size},
                 "actor_update_rows": step.update_rows,
@@ -320,6 +405,9 @@ class DataSelectionTrainer(PPOTrainerSync):
     def _save_checkpoint(self):
         # written first, so latest_checkpointed_iteration.txt never names a folder without it
         step_dir = os.path.join(self.run_dir, f"global_step_{self.global_steps}")
+        if self.axes.rollout_filter.replays:
+            os.makedirs(step_dir, exist_ok=True)
+            self.replay_store.save(step_dir)
         records.save_state(step_dir, {"global_steps": self.global_steps, "axes": self.axes.state_dict()})
         super()._save_checkpoint()
 
@@ -332,4 +420,6 @@ class DataSelectionTrainer(PPOTrainerSync):
                 step_dir = os.path.join(self.run_dir, f"global_step_{self.global_steps}")
             state = records.load_state(step_dir)
             self.axes.load_state_dict(state["axes"])
+            if self.axes.rollout_filter.replays:
+                self.replay_store.load(step_dir)
             logger.info("restored data-selection state of step %d from %s", state["global_steps"], step_dir)
