@@ -118,29 +118,8 @@ merge_train() {  # merge_train OUT IN...
     return 0
   fi
   if [[ "${DRY_RUN:-0}" == 1 ]]; then
-    printf '%q ' "$PYTHON" - "$out" "$@"; echo "<<merge_train (scripts/cbs/common.sh)"
+    printf '%q ' "$PYTHON" -m data_prep.merge --out "$out" "$@"; echo
     return 0
   fi
-  "$PYTHON" - "$out" "$@" <<'EOF'
-import sys
-
-from data_prep.schema import read_rows, write_rows
-
-out, sources = sys.argv[1], sys.argv[2:]
-rows, seen = [], set()
-for path in sources:
-    kept = dropped = 0
-    for row in read_rows(path):
-        prompt = tuple((m["role"], m["content"]) for m in row["prompt"])
-        if prompt in seen:
-            dropped += 1
-            continue
-        seen.add(prompt)
-        row["extra_info"] = {**row["extra_info"], "source_index": row["extra_info"]["index"], "index": len(rows)}
-        rows.append(row)
-        kept += 1
-    print(f"{path}: {kept} rows kept, {dropped} dropped (prompt already in an earlier file)")
-write_rows(rows, out)
-print(f"train: {out} ({len(rows)} rows)")
-EOF
+  "$PYTHON" -m data_prep.merge --out "$out" "$@"
 }

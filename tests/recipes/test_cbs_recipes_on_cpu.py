@@ -273,11 +273,12 @@ def test_cpu_launcher_dry_run():
 
 def test_prepare_data_dry_run(tmp_path):
     *runs, overlap = _runs(_launch("prepare_data.sh", DATA_DIR=str(tmp_path), DAPO_MATH_INPUT="/dl/dapo.parquet"))
-    (merge,) = [r for r in runs if r[1] == "-"]
-    prep = [r for r in runs if r[1] != "-"]
+    (merge,) = [r for r in runs if r[2] == "data_prep.merge"]
+    prep = [r for r in runs if r[2] != "data_prep.merge"]
     assert [r[3] for r in prep] == ["dapo_math", "math_lvl3to5", *BENCHMARKS]
     assert prep[0][-2:] == ["--input", "/dl/dapo.parquet"] and all(r[4:6] == ["--out", str(tmp_path)] for r in prep)
-    assert merge[2:5] == [f"{tmp_path}/{n}/train.parquet" for n in ("dapo_math_lvl3to5", "dapo_math", "math_lvl3to5")]
+    assert merge[3:7] == ["--out", *(f"{tmp_path}/{n}/train.parquet" for n in ("dapo_math_lvl3to5", "dapo_math",
+                                                                                "math_lvl3to5"))]
     assert overlap[1:5] == ["-m", "data_prep.overlap", "--train", f"{tmp_path}/dapo_math_lvl3to5/train.parquet"]
     assert overlap[5:-2] == ["--eval", *(f"{tmp_path}/{b}/test.parquet" for b in BENCHMARKS)]
 
