@@ -12,6 +12,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from verl_ext.axes.ads import AdsSelector, AdsSelectorConfig
 from verl_ext.axes.allocators import FixedAllocator, FixedAllocatorConfig, VarianceAllocator, VarianceAllocatorConfig
 from verl_ext.axes.base import BudgetAllocator, RolloutFilter, TaskSelector
 from verl_ext.axes.bots import BotsSelector, BotsSelectorConfig
@@ -39,6 +40,7 @@ def register(axis: str, config_cls: type, component_cls: type) -> None:
 register("selector", UniformSelectorConfig, UniformSelector)
 register("selector", SequentialSelectorConfig, SequentialSelector)
 register("selector", BotsSelectorConfig, BotsSelector)
+register("selector", AdsSelectorConfig, AdsSelector)
 register("allocator", FixedAllocatorConfig, FixedAllocator)
 register("allocator", VarianceAllocatorConfig, VarianceAllocator)
 register("allocator", CobaAllocatorConfig, CobaAllocator)
