@@ -1,0 +1,197 @@
+"""ADS offline preprocessing (``python -m data_prep.ads_clusters``): end to end with the embedded model cut to
+2 layers and with MiniLM, the difficulty recomputed by hand, resume from the chunk cache, and bad input."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from data_prep import ads_clusters, embedded
+from data_prep.ads_clusters import Settings, load_samples, main, rank_in_clusters
+from data_prep.schema import DataError, read_rows
+from data_prep.sft import worked_solution
+from verl_ext.models.embedded import embedded_model_path
+
+TINY = "embedded:2"
+N_ROWS, K, CHUNK = 24, 4, 8
+NEW = ("cluster_id", "rank_in_cluster", "cluster_size", "difficulty")
+
+
+def _run(inp, out, *extra):
+    return main(["--input", str(inp), "--out", str(out), "--model", TINY, "--clusters", str(K),
+                 "--chunk-size", str(CHUNK), "--batch-size", "4", *extra])
+
+
+@pytest.fixture(scope="module")
+def arithmetic(tmp_path_factory):
+    return embedded.build("arithmetic", tmp_path_factory.mktemp("data"), train_size=N_ROWS, test_size=2)["train"]
+
+
+@pytest.fixture(scope="module")
+def policy_run(arithmetic, tmp_path_factory):
+    """One uninterrupted run: policy embeddings, worked solutions, K = 4, three cache chunks."""
+    out = tmp_path_factory.mktemp("policy") / "train_ads.parquet"
+    assert _run(arithmetic, out, "--solution-field", "worked") == 0
+    summary = json.loads(out.with_suffix(".clusters.json").read_text())
+    return out, summary
+
+
+def _strip(rows, prefix=""):
+    for row in rows:
+        for c in NEW:
+            row["extra_info"].pop(prefix + c)
+    return rows
+
+
+def _check_columns(rows, prefix=""):
+    labels = np.array([r["extra_info"][prefix + "cluster_id"] for r in rows])
+    ranks = np.array([r["extra_info"][prefix + "rank_in_cluster"] for r in rows])
+    sizes = np.array([r["extra_info"][prefix + "cluster_size"] for r in rows])
+    diff = np.array([r["extra_info"][prefix + "difficulty"] for r in rows])
+    assert sorted(set(labels)) == list(range(K))
+    for c in range(K):
+        members = np.flatnonzero(labels == c)
+        assert (sizes[members] == len(members)).all()
+        assert sorted(ranks[members]) == list(range(len(members)))
+        by_rank = members[np.argsort(ranks[members])]
+        assert (np.diff(diff[by_rank]) >= 0).all(), "easiest first"
+    return labels, diff
+
+
+def test_policy_run_writes_columns_summary_and_plot(arithmetic, policy_run):
+    out, summary = policy_run
+    rows = read_rows(out)
+    labels, diff = _check_columns(rows)
+    assert _strip(rows) == read_rows(arithmetic), "same rows, same order, nothing else changed"
+    assert summary["rows"] == N_ROWS and summary["clusters"] == K and summary["pca_dims"] == N_ROWS  # min(128, rows, 576)
+    assert [c["size"] for c in summary["per_cluster"]] == np.bincount(labels).tolist()
+    for c in summary["per_cluster"]:
+        assert c["mean_difficulty"] == pytest.approx(diff[labels == c["cluster_id"]].mean())
+    assert summary["chunks"][f"causal_lm:{TINY}"]["computed"] == 3 and summary["dtype"] == "fp32"
+    assert Path(summary["plot"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_difficulty_and_embedding_match_a_hand_computation(arithmetic, policy_run):
+    """Row 5 alone through the full causal LM: mean NLL of `` {solution}`` after ``Question: ...\\nAnswer:``,
+    and the mean of the last hidden states over the whole sequence (the run batched and padded it)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    out, summary = policy_run
+    r = 5
+    row = read_rows(arithmetic)[r]
+    question = row["prompt"][-1]["content"].strip()
+    path = embedded_model_path(num_layers=2)
+    tok = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    prefix = tok(f"Question: {question}\nAnswer:")["input_ids"]
+    answer = tok(" " + worked_solution(row), add_special_tokens=False)["input_ids"]
+    with torch.no_grad():
+        res = model(torch.tensor([prefix + answer]), output_hidden_states=True)
+    logp = torch.log_softmax(res.logits[0].double(), -1)
+    nll = -np.mean([logp[len(prefix) + i - 1, t].item() for i, t in enumerate(answer)])
+    assert read_rows(out)[r]["extra_info"]["difficulty"] == pytest.approx(nll, abs=1e-4)
+
+    chunk = np.load(Path(summary["chunks"][f"causal_lm:{TINY}"]["cache"]) / f"chunk_{r // CHUNK:05d}.npz")
+    np.testing.assert_allclose(chunk["embedding"][r % CHUNK], res.hidden_states[-1][0].mean(0).numpy(), atol=1e-4)
+    assert chunk["solution_tokens"][r % CHUNK] == len(answer)
+
+
+def test_interrupted_run_resumes_without_recomputing(arithmetic, policy_run, tmp_path, monkeypatch):
+    rows_seen = []
+    real = ads_clusters.forward_batch
+
+    def counting(model, sequences, starts, pad_id):
+        rows_seen.extend(sequences)
+        return real(model, sequences, starts, pad_id)
+
+    monkeypatch.setattr(ads_clusters, "forward_batch", counting)
+    out = tmp_path / "train_ads.parquet"
+    assert _run(arithmetic, out, "--solution-field", "worked", "--stop-after-chunks", "1") == 3
+    assert not out.exists() and len(rows_seen) == CHUNK
+    rows_seen.clear()
+    assert _run(arithmetic, out, "--solution-field", "worked") == 0
+    assert len(rows_seen) == N_ROWS - CHUNK, "the cached chunk is not recomputed"
+    summary = json.loads(out.with_suffix(".clusters.json").read_text())
+    assert summary["chunks"][f"causal_lm:{TINY}"] | {"cache": None} == {"computed": 2, "reused": 1, "cache": None}
+    assert read_rows(out) == read_rows(policy_run[0]), "resumed = uninterrupted"
+
+    out.unlink()  # a completed run again: nothing recomputed, same file
+    rows_seen.clear()
+    assert _run(arithmetic, out, "--solution-field", "worked") == 0
+    summary = json.loads(out.with_suffix(".clusters.json").read_text())
+    assert rows_seen == [] and summary["chunks"]["clustering"] == "reused"
+    assert read_rows(out) == read_rows(policy_run[0])
+
+
+def test_minilm_clusters_under_a_prefix_next_to_the_policy_ones(policy_run):
+    """Cross-policy columns: MiniLM clusters written as ``minilm_*`` into the policy run's output; the difficulty
+    comes from the same base policy on the same texts, so its cache is reused."""
+    first, _ = policy_run
+    out = first.parent / "train_ads_minilm.parquet"
+    assert _run(first, out, "--solution-field", "worked", "--embedder", "minilm", "--prefix", "minilm_") == 0
+    rows = read_rows(out)
+    _, diff = _check_columns(rows, "minilm_")
+    assert diff.tolist() == [r["extra_info"]["difficulty"] for r in rows]
+    assert _strip(rows, "minilm_") == read_rows(first)
+    summary = json.loads(out.with_suffix(".minilm_clusters.json").read_text())
+    assert summary["embedder"] == "minilm" and summary["chunks"]["minilm"]["computed"] == 3
+    assert summary["chunks"][f"causal_lm:{TINY}"]["computed"] == 0
+    assert Path(summary["plot"]).name == "train_ads_minilm.minilm_clusters.png" and Path(summary["plot"]).is_file()
+
+
+def test_rank_in_clusters_by_hand():
+    labels = np.array([1, 0, 1, 1, 0])
+    rank, size = rank_in_clusters(labels, np.array([0.5, 2.0, 0.1, 0.5, 1.0]))
+    assert rank.tolist() == [1, 1, 0, 2, 0]  # cluster 1: row 2 (0.1), rows 0 and 3 tie at 0.5 -> row order
+    assert size.tolist() == [3, 2, 3, 3, 2]
+
+
+def _write(rows, path):
+    pd.DataFrame(rows).to_parquet(path, index=False)  # not write_rows: it would refuse the bad rows
+    return path
+
+
+def test_bad_input_names_file_row_and_field(arithmetic, policy_run, tmp_path, capsys):
+    rows = read_rows(arithmetic)
+    with pytest.raises(DataError, match=r"train\.parquet, row 0, field 'extra_info\.solution': missing"):
+        load_samples(Settings(str(arithmetic), "x.parquet"))  # arithmetic rows carry no solution field
+
+    countdown = embedded.build("countdown", tmp_path / "cd", train_size=6, test_size=1)["train"]
+    assert load_samples(Settings(str(countdown), "x.parquet", clusters=2))[2] == [
+        r["extra_info"]["solution"] for r in read_rows(countdown)]
+    bad = read_rows(countdown)
+    bad[3]["extra_info"]["solution"] = "  "
+    with pytest.raises(DataError, match=r"bad\.parquet, row 3, field 'extra_info\.solution': missing or empty"):
+        load_samples(Settings(str(_write(bad, tmp_path / "bad.parquet")), "x.parquet", clusters=2))
+
+    no_user = [dict(r) for r in rows]
+    no_user[2] = {**rows[2], "prompt": [{"role": "system", "content": "You are helpful."}]}
+    with pytest.raises(DataError, match=r"no_user\.parquet, row 2, field 'prompt': empty prompt"):
+        load_samples(Settings(str(_write(no_user, tmp_path / "no_user.parquet")), "x.parquet", solution_field="worked"))
+    blank = [dict(r) for r in rows]
+    blank[4] = {**rows[4], "prompt": [{"role": "user", "content": " "}]}
+    with pytest.raises(DataError, match=r"blank\.parquet, row 4, field 'prompt': empty prompt"):
+        load_samples(Settings(str(_write(blank, tmp_path / "blank.parquet")), "x.parquet", solution_field="worked"))
+
+    assert main(["--input", str(arithmetic), "--out", str(tmp_path / "o.parquet"), "--solution-field", "worked"]) == 2
+    err = capsys.readouterr().err
+    assert str(arithmetic) in err and f"{N_ROWS} samples, fewer than the 64 clusters" in err
+    assert _run(policy_run[0], tmp_path / "again.parquet", "--solution-field", "worked") == 2
+    assert "row 0, field 'extra_info.cluster_id': already present" in capsys.readouterr().err
+    assert not (tmp_path / "o.parquet").exists() and not (tmp_path / ".ads_cache").exists()
+
+
+def test_tokenize_cuts_the_solution_not_the_prompt():
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(embedded_model_path(num_layers=2))
+    prefix = tok("Question: What is 2 + 3?\nAnswer:")["input_ids"]
+    answer = tok(" 2 + 3 = 5. The answer is 5.", add_special_tokens=False)["input_ids"]
+    assert ads_clusters.tokenize(tok, "What is 2 + 3?", "2 + 3 = 5. The answer is 5.", 4096) == (prefix + answer, len(prefix), False)
+    ids, start, cut = ads_clusters.tokenize(tok, "What is 2 + 3?", "2 + 3 = 5. The answer is 5.", len(prefix) + 2)
+    assert ids == prefix + answer[:2] and start == len(prefix) and cut
+    with pytest.raises(ValueError, match="no room for the solution"):
+        ads_clusters.tokenize(tok, "What is 2 + 3?", "5", len(prefix))
