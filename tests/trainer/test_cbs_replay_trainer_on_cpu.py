@@ -104,6 +104,8 @@ def test_the_buffer_is_checkpointed_and_a_resumed_run_replays_the_same(runs):
     assert (straight / f"global_step_{STOP}" / STORE_FILE).is_file()
     want, got = records.read_dumps(straight), records.read_dumps(resumed)
     for step in range(STOP + 1, STEPS + 1):
-        for key in ("tasks", "rollout_reward", "rollout_id", "kept", "replayed", "rollout_old_log_prob"):
-            assert got[step][key] == pytest.approx(want[step][key]), (step, key)
+        for key in ("tasks", "rollout_reward", "rollout_id", "kept", "replayed"):
+            assert got[step][key] == want[step][key], (step, key)
+        # the restored weights recompute the old log-probs up to float noise (batch composition)
+        assert got[step]["rollout_old_log_prob"] == pytest.approx(want[step]["rollout_old_log_prob"], abs=1e-4)
     assert any(want[s]["replayed"] for s in range(STOP + 1, STEPS + 1))

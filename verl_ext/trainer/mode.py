@@ -5,7 +5,9 @@ Only small methods of ``PPOTrainerSync`` are overridden (``trainer/ppo/v1/traine
 =====================================  ==================================================================
 ``_build_replay_buffer``               keeps verl's sync semantics (TB compares the mode with ``"sync"``)
 ``_init_dataloader``                   builds the task pool (``extra_info``) and the three components
-``_next_train_batch``                  selector -> stable indices, allocator -> per-prompt ``__rollout_n__``
+``_next_train_batch``                  selector -> stable indices (at most ``data.train_batch_size``; fewer
+                                       scale the step's rollout budget), allocator -> per-prompt ``__rollout_n__``
+``_step_once``                         waits for the prompts this step submitted (verl: ``train_batch_size``)
 ``_balance_batch`` /                   pad to the mini-batch plan of the real rollouts (micro-batch
 ``_get_required_batch_multiple``       multiples per rank, padding spread; :mod:`verl_ext.trainer.batching`)
 ``_compute_advantage``                 after verl's advantages: ``update`` of selector and allocator,
@@ -109,6 +111,12 @@ class _Step:
         return np.concatenate([self.view.response_length, self.replay_lengths])
 
 
+def step_budget(budget: int, tasks: int, batch: int) -> int:
+    """Rollouts of a step with ``tasks`` of the ``batch`` prompts a full step has: the run's budget, scaled down
+    (rounded, at least one per task) when the selector chose fewer [decision: rollouts per prompt stay as set]."""
+    return budget if tasks == batch else max(tasks, round(budget * tasks / batch))
+
+
 def _as_list(value) -> list:
     return value.tolist() if hasattr(value, "tolist") else list(value)
 
@@ -154,18 +162,26 @@ class DataSelectionTrainer(PPOTrainerSync):
         step = self.global_steps
         with marked_timer("selector", self.timing_raw):
             tasks = np.asarray(self.axes.selector.select(step, size), dtype=np.int64)
+        if not 1 <= len(tasks) <= size:
+            raise RuntimeError(f"step {step}: the selector chose {len(tasks)} tasks; 1 to {size} "
+                               "(data.train_batch_size) are allowed")
+        budget = step_budget(self.rollout_budget, len(tasks), size)
         with marked_timer("allocator", self.timing_raw):
-            counts = np.asarray(self.axes.allocator.allocate(step, tasks, self.rollout_budget), dtype=np.int64)
-        if len(tasks) != size or len(counts) != size or counts.sum() != self.rollout_budget or counts.min() < 1:
-            raise RuntimeError(f"step {step}: {len(tasks)} tasks / counts {counts.tolist()} for {size} tasks and "
-                               f"a budget of {self.rollout_budget} rollouts")
+            counts = np.asarray(self.axes.allocator.allocate(step, tasks, budget), dtype=np.int64)
+        if len(counts) != len(tasks) or counts.sum() != budget or counts.min() < 1:
+            raise RuntimeError(f"step {step}: counts {counts.tolist()} for {len(tasks)} tasks and a budget of "
+                               f"{budget} rollouts")
         batch_dict = collate_fn([self.train_dataset[int(p)] for p in self.task_pool.positions(tasks)])
-        batch_dict["uid"] = np.array([str(uuid.uuid4()) for _ in range(size)], dtype=object)
+        batch_dict["uid"] = np.array([str(uuid.uuid4()) for _ in range(len(tasks))], dtype=object)
         batch_dict["__rollout_n__"] = [int(c) for c in counts]  # AgentLoopWorkerTQ._run_prompt pops it
         batch = tu.get_tensordict(batch_dict)
         tu.assign_non_tensor_data(batch, "global_steps", step)
         self._step = _Step(tasks, counts, list(batch_dict["uid"]))
         return batch
+
+    def _step_once(self, metrics, timing_raw, sample_batch_size):
+        # TB:539 waits for data.train_batch_size prompt groups; a selector may have chosen fewer (ADS)
+        return super()._step_once(metrics, timing_raw, len(self._step.tasks))
 
     # ------------------------------------------------------------------ batch accounting
     def _balance_batch(self, batch, metrics, logging_prefix="global_seqlen", keep_minibatch=False):
@@ -251,8 +267,7 @@ class DataSelectionTrainer(PPOTrainerSync):
         landed in (a seeded rollout reproduces a prompt's responses, not their slots)."""
         task_of = {u: i for i, u in enumerate(self._step.uids)}
         responses = tq.kv_batch_get(keys=keys, partition_id=partition_id, select_fields=["responses"])["responses"]
-        tokens = [tuple(r.tolist()) for r in responses.unbind()] if responses.is_nested else [
-            tuple(r) for r in responses.tolist()]
+        tokens = [r.numpy().tobytes() for r in (responses.unbind() if responses.is_nested else responses)]
         return [k for _, _, k in sorted(zip([task_of[k.rsplit("_", 2)[0]] for k in keys], tokens, keys))]
 
     def _sync_replay(self, batch: KVBatchMeta, step: _Step) -> None:
