@@ -19,6 +19,7 @@ from verl_ext.axes.bots import BotsSelector, BotsSelectorConfig
 from verl_ext.axes.coba import CobaAllocator, CobaAllocatorConfig, CobaOfficialAllocator, CobaOfficialAllocatorConfig
 from verl_ext.axes.cbs import CbsFilter, CbsFilterConfig, CbsStarFilter, CbsStarFilterConfig
 from verl_ext.axes.chain import FilterChain
+from verl_ext.axes.dots import DotsSelector, DotsSelectorConfig
 from verl_ext.axes.filters import (
     DapoDynamicFilter, DapoDynamicFilterConfig, DegenerateGroupFilter, DegenerateGroupFilterConfig, KeepAllFilter,
     KeepAllFilterConfig,
@@ -41,6 +42,7 @@ register("selector", UniformSelectorConfig, UniformSelector)
 register("selector", SequentialSelectorConfig, SequentialSelector)
 register("selector", BotsSelectorConfig, BotsSelector)
 register("selector", AdsSelectorConfig, AdsSelector)
+register("selector", DotsSelectorConfig, DotsSelector)
 register("allocator", FixedAllocatorConfig, FixedAllocator)
 register("allocator", VarianceAllocatorConfig, VarianceAllocator)
 register("allocator", CobaAllocatorConfig, CobaAllocator)

@@ -1,0 +1,179 @@
+"""DOTS selector (verl_ext/axes/dots.py): attention prediction, targeting, reference set, resume, errors."""
+
+import copy
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from verl_ext.axes import build_selector, make_config
+from verl_ext.axes.dots import DotsSelector, DotsSelectorConfig, attention_predict
+from verl_ext.axes.types import StepResults, TaskPool
+
+
+def pool_with(embedding, index=None):
+    embedding = np.asarray(embedding, dtype=np.float64)
+    index = np.arange(len(embedding)) if index is None else np.asarray(index)
+    column = np.empty(len(embedding), dtype=object)
+    column[:] = [list(row) for row in embedding]  # a list column, as extra_info arrives
+    return TaskPool(index, {"embedding": column})
+
+
+def results_for(tasks, pass_rate, n=4):
+    """n rollouts per task with round(pass_rate * n) successes."""
+    task_index, reward = [], []
+    for t, p in zip(tasks, pass_rate):
+        s = int(round(p * n))
+        task_index += [t] * n
+        reward += [1.0] * s + [0.0] * (n - s)
+    return StepResults.from_rewards(task_index, reward)
+
+
+def test_attention_prediction_matches_hand_computation():
+    # two reference prompts along the axes, difficulties 0.2 and 0.8; dot similarity, temperature 0.5
+    pool = pool_with([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [2.0, 0.0]])
+    sel = DotsSelector(DotsSelectorConfig(similarity="dot", attention_temperature=0.5, reference_size=2), pool, 0)
+    sel.key_positions, sel.key_difficulty = np.array([0, 1]), np.array([0.2, 0.8])
+    d = sel.predict()
+    w = np.exp(1 / 0.5) / (np.exp(1 / 0.5) + np.exp(0.0))  # query [1, 0]: logits 2, 0
+    assert d[0] == pytest.approx(w * 0.2 + (1 - w) * 0.8)
+    assert d[2] == pytest.approx(0.5)  # equidistant: plain mean
+    w4 = np.exp(4.0) / (np.exp(4.0) + 1.0)  # query [2, 0]: logits 4, 0
+    assert d[3] == pytest.approx(w4 * 0.2 + (1 - w4) * 0.8)
+    # cosine: [2, 0] is normalised, so it predicts exactly like [1, 0]
+    cos = DotsSelector(DotsSelectorConfig(attention_temperature=0.5, reference_size=2), pool, 0)
+    cos.key_positions, cos.key_difficulty = sel.key_positions, sel.key_difficulty
+    c = cos.predict()
+    assert c[3] == pytest.approx(c[0]) == pytest.approx(d[0])
+    assert c[2] == pytest.approx(0.5)  # [1, 1] vs the axes: cosine 1/sqrt(2) each -> plain mean
+    assert attention_predict(np.ones((1, 2)), np.eye(2), np.array([0.0, 1.0]), 1.0)[0] == pytest.approx(0.5)
+
+
+def clustered_pool(groups=4, per_group=25, dim=8, seed=0):
+    """groups of prompts around orthogonal directions; group g has true pass rate g / (groups - 1)."""
+    rng = np.random.default_rng(seed)
+    centres = np.eye(dim)[:groups] * 5.0
+    emb = np.concatenate([centres[g] + rng.normal(scale=0.3, size=(per_group, dim)) for g in range(groups)])
+    truth = np.repeat(np.linspace(0.0, 1.0, groups), per_group)  # pass rates 0, 1/3, 2/3, 1
+    return pool_with(emb), truth
+
+
+def test_selection_targets_difficulty_half_and_reference_is_measured_and_redrawn():
+    # five groups with pass rates 0, 0.25, 0.5, 0.75, 1: only group 2 has d = 1 - pass rate = 0.5
+    pool, _ = clustered_pool(groups=5, per_group=30)
+    truth = np.repeat([0.0, 0.25, 0.5, 0.75, 1.0], 30)
+    sel = build_selector({"name": "dots", "reference_size": 20, "temperature": 0.0}, pool, 3)
+    batch, refs = 40, []
+    for step in range(4):
+        chosen = sel.select(step, batch)
+        assert len(chosen) == batch == len(np.unique(chosen))
+        reference, targeted = chosen[:20], chosen[20:]
+        assert np.array_equal(np.sort(sel.pool.index[sel.reference]), np.sort(reference))
+        refs.append(set(reference.tolist()))
+        if step == 0:
+            assert "predicted_difficulty_targeted_mean" not in sel.metrics()  # nothing measured: uniform
+        else:
+            assert np.all(truth[targeted] == 0.5)  # the 20 closest to d = 0.5 are the pass-rate-0.5 group
+            assert sel.metrics()["predicted_difficulty_targeted_mean"] == pytest.approx(0.5, abs=0.05)
+        sel.update(step, results_for(chosen, truth[chosen]))
+        # the keys are exactly this step's reference set with d = 1 - pass rate
+        assert set(sel.pool.index[sel.key_positions].tolist()) == refs[-1]
+        assert np.allclose(sel.key_difficulty, 1.0 - truth[sel.key_positions])
+        assert sel.metrics()["reference_measured"] == 20.0
+        if step > 0:
+            assert sel.metrics()["prediction_abs_error"] < 0.05
+    assert len(set.union(*refs)) > 20  # re-drawn each step
+
+
+def test_attend_to_batch_uses_every_measured_prompt_and_sampling_mode():
+    pool, truth = clustered_pool()
+    sel = build_selector({"name": "dots", "reference_size": 5, "attend_to": "batch"}, pool, 1)
+    chosen = sel.select(0, 12)
+    sel.update(0, results_for(chosen, truth[chosen]))
+    assert sorted(sel.pool.index[sel.key_positions].tolist()) == sorted(chosen.tolist())
+    # softmax sampling (temperature 0.1) prefers moderate prompts but is random: compare with a huge temperature
+    hits = {0.1: 0, 1e6: 0}
+    for temperature in hits:
+        s = build_selector({"name": "dots", "reference_size": 10, "temperature": temperature}, pool, 2)
+        for step in range(30):
+            chosen = s.select(step, 30)
+            hits[temperature] += int(np.sum(np.abs(truth[chosen[10:]] - 0.5) < 0.2))
+            s.update(step, results_for(chosen, truth[chosen], n=6))
+    assert hits[0.1] > 1.5 * hits[1e6]
+
+
+def test_exact_resume():
+    pool, truth = clustered_pool()
+    cfg = {"name": "dots", "reference_size": 6}
+    a = build_selector(cfg, pool, 7)
+    for step in range(3):
+        chosen = a.select(step, 16)
+        a.update(step, results_for(chosen, truth[chosen]))
+    b = build_selector(cfg, pool, 123)  # different seed: everything comes from the state
+    b.load_state_dict(copy.deepcopy(a.state_dict()))
+    for step in range(3, 6):
+        ca, cb = a.select(step, 16), b.select(step, 16)
+        assert ca.tolist() == cb.tolist()
+        a.update(step, results_for(ca, truth[ca]))
+        b.update(step, results_for(cb, truth[cb]))
+        assert a.metrics() == b.metrics()
+    other = pool_with(np.ones((len(pool), 8)), index=np.arange(len(pool)) + 1)
+    with pytest.raises(ValueError, match="task pool differs"):
+        build_selector(cfg, other, 0).load_state_dict(a.state_dict())
+
+
+def test_missing_or_bad_embeddings_error_clearly(tmp_path):
+    pool = TaskPool(np.arange(4), {"cluster_id": np.zeros(4)})
+    with pytest.raises(ValueError, match=r"extra_info\.embedding, which the training data lacks"):
+        build_selector({"name": "dots"}, pool, 0)
+    with pytest.raises(ValueError, match=r"extra_info\.vec"):
+        build_selector({"name": "dots", "embedding_column": "vec"}, pool, 0)
+    with pytest.raises(ValueError, match="cannot read embedding_file '.*nope.npy'"):
+        build_selector({"name": "dots", "embedding_file": str(tmp_path / "nope.npy")}, pool, 0)
+    short = tmp_path / "short.npy"
+    np.save(short, np.ones((3, 2)))
+    with pytest.raises(ValueError, match="has 3 rows but .*index up to 3"):
+        build_selector({"name": "dots", "embedding_file": str(short)}, pool, 0)
+    with pytest.raises(ValueError, match="not finite"):
+        build_selector({"name": "dots"}, pool_with([[1.0, np.nan], [1.0, 0.0]]), 0)
+    with pytest.raises(ValueError, match="zero vectors"):
+        build_selector({"name": "dots"}, pool_with([[0.0, 0.0], [1.0, 0.0]]), 0)
+    with pytest.raises(ValueError, match="one length"):
+        col = np.empty(2, dtype=object)
+        col[:] = [[1.0, 0.0], [1.0]]
+        build_selector({"name": "dots"}, TaskPool(np.arange(2), {"embedding": col}), 0)
+
+
+def test_embedding_file_rows_follow_extra_info_index(tmp_path):
+    table = np.zeros((10, 2))
+    table[7], table[3], table[9] = [1.0, 0.0], [0.0, 1.0], [1.0, 0.1]
+    path = tmp_path / "emb.npy"
+    np.save(path, table)
+    pool = TaskPool(np.array([9, 3, 7]))  # dataset order differs from index order
+    sel = build_selector({"name": "dots", "embedding_file": str(path), "reference_size": 1}, pool, 0)
+    assert np.allclose(sel.embedding[2], [1.0, 0.0]) and np.allclose(sel.embedding[1], [0.0, 1.0])
+
+
+def test_batch_and_config_validation():
+    pool, _ = clustered_pool()
+    sel = build_selector({"name": "dots", "reference_size": 8}, pool, 0)
+    with pytest.raises(ValueError, match="must be smaller than the batch"):
+        sel.select(0, 8)
+    with pytest.raises(ValueError, match="pool of 100"):
+        sel.select(0, 101)
+    for bad in ({"similarity": "l2"}, {"attend_to": "all"}, {"attention_temperature": 0.0}, {"target": 1.5},
+                {"reference_size": 0}, {"temperature": -1.0}):
+        with pytest.raises(ValueError, match="selector=dots"):
+            make_config("selector", {"name": "dots", **bad})
+
+
+def test_yaml_preset_spells_out_the_defaults():
+    from hydra import compose, initialize_config_dir
+
+    import verl_ext
+
+    with initialize_config_dir(str(Path(verl_ext.__file__).parent / "config" / "selector"), version_base=None):
+        made = make_config("selector", compose("dots"))
+    assert made == DotsSelectorConfig()
+    assert replace(made, reference_size=256).reference_size == 256
