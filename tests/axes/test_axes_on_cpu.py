@@ -185,3 +185,26 @@ def test_filter_chain_runs_each_filter_on_what_the_previous_kept():
         build_filter({"name": "keep_all"}, 0, [{"name": "cbs"}])
     with pytest.raises(ValueError, match="unknown keys"):
         build_filter({"name": "keep_all"}, 0, [{"name": "dapo_dynamic", "oversampling": 3}])
+
+
+def test_replay_fifo_stores_informative_rollouts_and_replays_a_fraction():
+    from verl_ext.axes import RolloutView, build_filter
+    from verl_ext.axes.types import rollout_ids
+
+    def view(step):  # 8 rollouts, the first 4 informative
+        adv = np.array([1.0, -1.0, 0.5, -0.5, 0, 0, 0, 0])
+        return RolloutView(np.arange(8), np.repeat([0, 1], 4), adv, adv, np.full(8, 5), None, 8, rollout_ids(step, 8))
+
+    f = build_filter({"name": "replay_fifo", "capacity": 6, "fraction": 0.5}, 0)
+    assert f.replays
+    assert f.select(1, view(1)).tolist() == list(range(8)) and len(f.replay()) == 0  # nothing stored yet
+    assert f.stored().tolist() == rollout_ids(1, 8)[:4].tolist()
+    assert f.select(2, view(2)).tolist() == list(range(8))
+    assert sorted(f.replay().tolist()) == rollout_ids(1, 8)[:4].tolist()  # wants 8, the buffer had 4
+    assert f.stored().tolist() == np.concatenate([rollout_ids(1, 8)[2:4], rollout_ids(2, 8)[:4]]).tolist()  # FIFO
+    g = build_filter({"name": "replay_fifo", "capacity": 6, "fraction": 0.2}, 0)
+    g.load_state_dict(f.state_dict())
+    g.select(3, view(3))
+    assert len(g.replay()) == 2 and set(g.replay().tolist()) <= set(f.stored().tolist())  # round(0.25 * 8)
+    with pytest.raises(ValueError, match="fraction"):
+        build_filter({"name": "replay_fifo", "fraction": 1.0}, 0)

@@ -25,6 +25,7 @@ from verl_ext.axes.filters import (
     KeepAllFilterConfig,
 )
 from verl_ext.axes.knapsack import KnapsackAllocator, KnapsackAllocatorConfig
+from verl_ext.axes.replay_fifo import ReplayFifoFilter, ReplayFifoFilterConfig
 from verl_ext.axes.selectors import SequentialSelector, SequentialSelectorConfig, UniformSelector, UniformSelectorConfig
 from verl_ext.axes.types import RolloutView, StepResults, TaskPool, TaskStats
 
@@ -53,6 +54,7 @@ register("rollout_filter", DegenerateGroupFilterConfig, DegenerateGroupFilter)
 register("rollout_filter", CbsStarFilterConfig, CbsStarFilter)
 register("rollout_filter", CbsFilterConfig, CbsFilter)
 register("rollout_filter", DapoDynamicFilterConfig, DapoDynamicFilter)
+register("rollout_filter", ReplayFifoFilterConfig, ReplayFifoFilter)
 
 
 def make_config(axis: str, cfg: Mapping[str, Any]):
