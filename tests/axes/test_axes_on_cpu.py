@@ -171,7 +171,7 @@ def test_filter_chain_runs_each_filter_on_what_the_previous_kept():
     chain = build_filter({"name": "cbs", "buffer_size": 16, "batch_size": 2}, 0,
                          [{"name": "dapo_dynamic", "oversample": 3}])
     assert chain.replays and chain.needs_clip_fraction
-    kept = chain.select(2, view)
+    kept = chain.filter_step(2, view)
     assert set(kept.tolist()) <= {2, 3, 4, 5} and len(kept) == 2  # cbs chose 2 of dapo's 4
     assert chain.stored().tolist() == rollout_ids(2, 12)[[2, 3, 4, 5]].tolist()  # cbs saw only dapo's rows
     m = chain.metrics()

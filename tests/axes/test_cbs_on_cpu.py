@@ -172,14 +172,14 @@ def test_cbs_star_keeps_the_fraction_and_resumes_exactly():
     rng = np.random.default_rng(7)
     views = [_view(rng) for _ in range(6)]
     straight = build_filter(cfg, 3)
-    kept = [straight.select(t, v).tolist() for t, v in enumerate(views)]
+    kept = [straight.filter_step(t, v).tolist() for t, v in enumerate(views)]
     assert all(len(k) == 5 and len(set(k)) == 5 for k in kept)  # round(0.3 * 16)
     assert straight.metrics()["epsilon"] == 0.2  # max(epsilon_min, 0.6 - 0.2 * (5 - 1))
     first = build_filter(cfg, 3)
-    head = [first.select(t, v).tolist() for t, v in enumerate(views[:3])]
+    head = [first.filter_step(t, v).tolist() for t, v in enumerate(views[:3])]
     resumed = build_filter(cfg, 11)
     resumed.load_state_dict(first.state_dict())
-    assert head + [resumed.select(t, v).tolist() for t, v in enumerate(views[3:], start=3)] == kept
+    assert head + [resumed.filter_step(t, v).tolist() for t, v in enumerate(views[3:], start=3)] == kept
 
 
 def _replay_views(rng, steps, groups=4, n=4):
@@ -198,7 +198,7 @@ def test_cbs_buffer_is_fifo_of_the_latest_rollouts_and_replays_by_id():
     assert f.replays and f.needs_clip_fraction
     replayed_any = False
     for t, v in enumerate(views):
-        fresh = f.select(t, v)
+        fresh = f.filter_step(t, v)
         replay = f.replay()
         stored = f.stored()
         # the buffer: the latest 40 rollouts, this step's included, oldest evicted first
@@ -229,7 +229,7 @@ def test_cbs_usage_age_and_replay_resume_exactly():
     def play(f, start, part):
         out = []
         for t, v in enumerate(part, start=start):
-            fresh, replay = f.select(t, v), f.replay()
+            fresh, replay = f.filter_step(t, v), f.replay()
             ids = np.concatenate([v.rollout_id[fresh], replay])
             f.observe_update(t, ids, np.linspace(0, 1, len(ids)), np.linspace(1, 0, len(ids)))
             out.append((fresh.tolist(), replay.tolist(), f.stored().tolist()))
@@ -249,12 +249,12 @@ def test_cbs_buffer_smaller_than_a_step_and_default_batch_of_one_step():
 
     views = _replay_views(np.random.default_rng(10), 2)
     f = build_filter({"name": "cbs", "buffer_size": 8}, 0)
-    fresh = f.select(0, views[0])
+    fresh = f.filter_step(0, views[0])
     assert f.stored().tolist() == views[0].rollout_id[-8:].tolist() and len(fresh) == 8  # K = min(16, buffer)
     g = build_filter({"name": "cbs"}, 0)
-    assert len(g.select(0, views[0])) == 16 and len(g.replay()) == 0  # K = one step's rollouts
+    assert len(g.filter_step(0, views[0])) == 16 and len(g.replay()) == 0  # K = one step's rollouts
     with pytest.raises(ValueError, match="stable rollout ids"):
-        g.select(1, dataclasses.replace(views[1], rollout_id=None))
+        g.filter_step(1, dataclasses.replace(views[1], rollout_id=None))
     with pytest.raises(ValueError, match="buffer_size"):
         build_filter({"name": "cbs", "buffer_size": 0}, 0)
 
@@ -318,3 +318,25 @@ def test_one_round_by_hand_features_reward_regression_step_and_epsilon_greedy_ch
     for old, new, g in zip(before.parameters(), s.mlp.parameters(), grads):
         step = 1e-3 * g / (g.abs() + 1e-8)  # Adam, first step, bias-corrected: lr * m / (sqrt(v) + eps)
         assert torch.allclose(new.detach(), old.detach() - step, atol=1e-12)
+
+
+def test_round_statistics_come_from_every_rollout_of_the_step_not_the_prefiltered_ones():
+    from verl_ext.axes import build_filter
+    from verl_ext.axes.types import rollout_ids
+
+    views = _replay_views(np.random.default_rng(12), 2)
+    chain = build_filter({"name": "cbs_star", "warmup": 0}, 0, [{"name": "dapo_dynamic", "oversample": 4}])
+    alone = build_filter({"name": "cbs_star", "warmup": 0}, 0)
+    for t, v in enumerate(views):
+        chain.filter_step(t, v)
+        alone.begin_step(t, v)  # the same V, E: all 16 rollouts
+        alone.select(t, v.take(np.arange(4)))
+    scheduler = chain.filters[-1].scheduler
+    assert scheduler.previous == (pytest.approx(views[1].reward.mean()), pytest.approx(views[1].entropy.mean()))
+    assert scheduler.previous == alone.scheduler.previous
+    nothing = dataclasses.replace(views[0], reward=np.zeros(16))  # dynamic sampling keeps no group
+    assert chain.filter_step(2, nothing).tolist() == [] and chain.metrics()["kept"] == 0.0
+    replay = build_filter({"name": "cbs", "buffer_size": 32}, 0, [{"name": "dapo_dynamic"}])
+    replay.filter_step(0, views[0])
+    replay.filter_step(1, dataclasses.replace(views[1], reward=np.zeros(16), rollout_id=rollout_ids(1, 16)))
+    assert all(np.isfinite(v) for v in replay.metrics().values())

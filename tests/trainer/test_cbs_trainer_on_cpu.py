@@ -81,4 +81,4 @@ def test_a_replayed_filter_chain_keeps_what_the_run_kept(run_dir):
         view = RolloutView(np.array(d["rollout_task"]), np.array(d["rollout_group"]), np.array(d["rollout_reward"]),
                            np.array(d["rollout_advantage"]), np.array(d["rollout_length"]),
                            np.array(d["rollout_entropy"]), d["max_response_length"], np.array(d["rollout_id"]))
-        assert replay.select(step, view).tolist() == d["kept"], f"step {step}"
+        assert replay.filter_step(step, view).tolist() == d["kept"], f"step {step}"

@@ -72,9 +72,17 @@ class RolloutFilter(Stateful):
     def __init__(self, config, seed: int):
         self.config, self.seed = config, seed
 
+    def begin_step(self, step: int, rollouts: RolloutView) -> None:
+        """Every rollout the step generated, before any filter (``select`` may see fewer, after prefilters)."""
+
     @abc.abstractmethod
     def select(self, step: int, rollouts: RolloutView) -> np.ndarray:
         """Positions (into ``rollouts``, this step's rollouts) of those that reach the actor update."""
+
+    def filter_step(self, step: int, rollouts: RolloutView) -> np.ndarray:
+        """The trainer's call: :meth:`begin_step` then :meth:`select` on all of the step's rollouts."""
+        self.begin_step(step, rollouts)
+        return self.select(step, rollouts)
 
     def replay(self) -> np.ndarray:
         """Ids of stored rollouts of earlier steps that the last ``select`` sends to the actor update too."""

@@ -7,7 +7,8 @@
   (default: as many as the step generated) are chosen from it. Chosen rollouts of earlier steps are
   replayed (:meth:`RolloutFilter.replay`), the trainer holding their tensors for every id in :meth:`stored`.
 
-In both, the round's ``V`` / ``E`` are the mean reward and mean token entropy of the step's fresh rollouts.
+In both, the round's ``V`` / ``E`` are the mean reward and mean token entropy of all the step's fresh rollouts
+(``begin_step``, before any prefilter such as DAPO's dynamic sampling, which would bias them towards 0.5).
 """
 
 from __future__ import annotations
@@ -79,14 +80,25 @@ class CbsFilterConfig(CbsSchedulerConfig):
         return CbsSchedulerConfig(**{f.name: getattr(self, f.name) for f in fields(CbsSchedulerConfig)})
 
 
+def _begin_round(scheduler: CbsScheduler, rollouts: RolloutView) -> None:
+    """The round's V and E: mean reward and mean token entropy of all the step's rollouts (before prefilters)."""
+    if rollouts.entropy is None:
+        raise ValueError("CBS needs each rollout's mean token entropy (RolloutView.entropy) from the old-log-prob pass")
+    scheduler.begin_round(float(np.mean(rollouts.reward)), float(np.mean(rollouts.entropy)))
+
+
 class CbsStarFilter(RolloutFilter):
     def __init__(self, config: CbsStarFilterConfig, seed: int):
         super().__init__(config, seed)
         self.scheduler = CbsScheduler(config.scheduler(), seed)
 
+    def begin_step(self, step: int, rollouts: RolloutView) -> None:
+        _begin_round(self.scheduler, rollouts)
+
     def select(self, step: int, rollouts: RolloutView) -> np.ndarray:
+        if len(rollouts) == 0:  # a prefilter kept nothing
+            return np.zeros(0, dtype=np.int64)
         features = rollout_features(rollouts)
-        self.scheduler.begin_round(float(np.mean(rollouts.reward)), float(np.mean(rollouts.entropy)))
         k = max(1, int(round(self.config.keep_fraction * len(rollouts))))
         # all candidates are of this round: "newest first" is their order in the step
         return self.scheduler.select(step, features, np.arange(len(rollouts)), k, rollouts.advantage)
@@ -120,7 +132,6 @@ class CbsFilter(RolloutFilter):
     def select(self, step: int, rollouts: RolloutView) -> np.ndarray:
         if rollouts.rollout_id is None:
             raise ValueError("rollout_filter=cbs needs stable rollout ids (RolloutView.rollout_id)")
-        self.scheduler.begin_round(float(np.mean(rollouts.reward)), float(np.mean(rollouts.entropy)))
         keep = slice(max(0, len(self.ids) + len(rollouts) - self.config.buffer_size), None)
         self.ids = np.concatenate([self.ids, rollouts.rollout_id])[keep]
         self.born = np.concatenate([self.born, np.full(len(rollouts), step, dtype=np.int64)])[keep]
@@ -138,6 +149,9 @@ class CbsFilter(RolloutFilter):
                          "chosen_age": float(age.mean()) if k else 0.0,
                          "chosen_usage": float(self.features[chosen, _COLUMN["usage"]].mean()) if k else 0.0}
         return np.sort(np.array([position[int(i)] for i in self.ids[chosen[fresh]]], dtype=np.int64))
+
+    def begin_step(self, step: int, rollouts: RolloutView) -> None:
+        _begin_round(self.scheduler, rollouts)
 
     def replay(self) -> np.ndarray:
         return self._replay.copy()

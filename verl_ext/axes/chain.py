@@ -25,6 +25,10 @@ class FilterChain(RolloutFilter):
         self.needs_clip_fraction = any(f.needs_clip_fraction for f in filters)
         self._metrics: dict[str, float] = {}
 
+    def begin_step(self, step: int, rollouts: RolloutView) -> None:
+        for f in self.filters:
+            f.begin_step(step, rollouts)
+
     def select(self, step: int, rollouts: RolloutView) -> np.ndarray:
         positions = np.arange(len(rollouts), dtype=np.int64)
         self._metrics = {}

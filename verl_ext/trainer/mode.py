@@ -246,7 +246,7 @@ class DataSelectionTrainer(PPOTrainerSync):
         with marked_timer("allocator", self.timing_raw):
             self.axes.allocator.update(self.global_steps, results)
         with marked_timer("rollout_filter", self.timing_raw):
-            kept = np.asarray(self.axes.rollout_filter.select(self.global_steps, step.view), dtype=np.int64)
+            kept = np.asarray(self.axes.rollout_filter.filter_step(self.global_steps, step.view), dtype=np.int64)
         if len(kept) and (len(np.unique(kept)) != len(kept) or kept.min() < 0 or kept.max() >= len(step.keys)):
             raise RuntimeError(f"rollout filter returned positions {kept.tolist()} for {len(step.keys)} rollouts")
         step.kept = np.sort(kept)
