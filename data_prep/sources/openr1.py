@@ -16,11 +16,23 @@ tokenizer via ``transformers``), loaded only when a generation has more UTF-8 by
 a byte-level BPE token covers at least one byte, so shorter texts need no tokenizer. The paper then
 draws 11.5k prompts at random from the 46k pool: ``sample_size=11500`` does that (seeded; counted as
 ``not_sampled``); the default keeps the whole pool.
+
+Each row keeps the source's reference solution (``solution``, NuminaMath's worked solution) as
+``extra_info.solution`` (a prompt of the filtered pool without one is counted as ``no_solution`` and left
+out, before sampling): the ADS preprocessing reads it (``python -m data_prep.ads_clusters
+--solution-field extra_info.solution``: embedding and difficulty of prompt + solution). The paper's 11.5k
+subset as a file (what ``scripts/ads/prepare_data.sh`` runs; ``python -m data_prep openr1_math`` writes the
+whole filtered pool):
+
+    python -m data_prep.sources.openr1 --out DIR [--input FILE] [--sample-size 11500] [--seed 42] \
+        [--name openr1_math_11k]   ->  DIR/NAME/train.parquet
 """
 
 from __future__ import annotations
 
+import argparse
 import random
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -58,6 +70,12 @@ def _verified(rec: Record) -> list[str]:
     return [g for g, ok, done in rows if ok is True and done is True and isinstance(g, str)]
 
 
+def _solution(rec: Record) -> str | None:
+    """The reference solution (``solution``), stripped; None when missing or empty."""
+    value = rec.get("solution")
+    return value.strip() if isinstance(value, str) and value.strip() else None
+
+
 def convert(
     input_path: str | None = None,
     split: str = "train",
@@ -81,7 +99,7 @@ def convert(
 
     rows: list[dict] = []
     seen: dict = {}
-    counts = {"kept": 0, "no_verified_generation": 0, "too_long": 0, "not_sampled": 0}
+    counts = {"kept": 0, "no_verified_generation": 0, "too_long": 0, "no_solution": 0, "not_sampled": 0}
     for rec in read_source(input_path, HUB, split, "openr1_math"):
         uuid = claim_id(seen, rec, "uuid")
         verified = _verified(rec)
@@ -89,11 +107,13 @@ def convert(
             counts["no_verified_generation"] += 1
         elif not any(short_enough(g) for g in verified):
             counts["too_long"] += 1
+        elif not (solution := _solution(rec)):
+            counts["no_solution"] += 1
         else:
             rows.append(make_row(
                 data_source="openr1_math", question=f"{rec.text('problem')}\n\n{MATH_INSTRUCTION}", ability="math",
                 ground_truth=rec.text("answer"), index=len(rows), split=split, dataset=HUB.repo, source_id=uuid,
-                problem_type=rec.get("problem_type"), question_type=rec.get("question_type"),
+                solution=solution, problem_type=rec.get("problem_type"), question_type=rec.get("question_type"),
                 origin=rec.get("source"), source_file=Path(rec.source).name, source_row=rec.row,
             ))
     if sample_size is not None and sample_size < len(rows):
@@ -105,3 +125,32 @@ def convert(
     counts["kept"] = len(rows)
     report_counts("openr1_math", counts, report)
     return finish(rows, input_path, HUB)
+
+
+PAPER_SAMPLE_SIZE = 11500  # ADS §4.1: "We randomly sample 11.5k prompts from this filtered pool"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The filtered pool's seeded sample (default the paper's 11.5k) as ``OUT/NAME/train.parquet``."""
+    from data_prep.schema import write_rows
+
+    parser = argparse.ArgumentParser(prog="python -m data_prep.sources.openr1",
+                                     description="OpenR1-Math filtered as in the ADS paper, then sampled")
+    parser.add_argument("--out", default="data", help="output directory (default: data)")
+    parser.add_argument("--input", help="local copy of the source (default: the hub)")
+    parser.add_argument("--sample-size", type=int, default=PAPER_SAMPLE_SIZE,
+                        help=f"prompts drawn from the filtered pool (default {PAPER_SAMPLE_SIZE}; 0: the whole pool)")
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--max-tokens", type=int, default=MAX_TOKENS)
+    parser.add_argument("--tokenizer", default=DEFAULT_TOKENIZER)
+    parser.add_argument("--name", default="openr1_math_11k", help="output folder name under --out")
+    args = parser.parse_args(argv)
+    rows = convert(args.input, max_tokens=args.max_tokens, tokenizer=args.tokenizer,
+                   sample_size=args.sample_size or None, seed=args.seed)
+    path = write_rows(rows, Path(args.out) / args.name / "train.parquet", source=args.input)
+    print(f"train: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -40,7 +40,8 @@ CASES = {
         2: (None, "x^2+1"),
     }),
     "openr1_math": ("openr1_math_default.parquet", "open-r1/OpenR1-Math-220k", "math",
-                    {"kept": 2, "no_verified_generation": 2, "too_long": 0, "not_sampled": 0}, {
+                    {"kept": 2, "no_verified_generation": 2, "too_long": 0, "no_solution": 0,
+                     "not_sampled": 0}, {
         1: ("What is $4\\cdot 3$?\n\n" + MATH_INSTRUCTION, "12"),
     }),
     "countdown_tasks_3to4": ("countdown_tasks_3to4.parquet", "Jiayi-Pan/Countdown-Tasks-3to4", "countdown",
@@ -227,7 +228,7 @@ def test_openr1_length_filter_and_sampling():
         return len(text.split())
 
     rows, report = convert("openr1_math", max_tokens=50, count_tokens=count_words)
-    assert report == {"kept": 1, "no_verified_generation": 2, "too_long": 1, "not_sampled": 0}
+    assert report == {"kept": 1, "no_verified_generation": 2, "too_long": 1, "no_solution": 0, "not_sampled": 0}
     assert rows[0]["extra_info"]["source_id"] == "4b1a4c4e-0001"
     assert calls and all(len(t.encode()) > 50 for t in calls)  # short texts never reach the tokenizer
     sampled, report = convert("openr1_math", sample_size=1)
@@ -235,6 +236,31 @@ def test_openr1_length_filter_and_sampling():
     assert [r["extra_info"]["index"] for r in sampled] == [0]
     assert sampled == convert("openr1_math", sample_size=1)[0]  # seeded
     assert openr1.MAX_TOKENS == 8192
+
+
+def test_openr1_keeps_the_reference_solution(tmp_path):
+    """ADS preprocessing reads each row's reference solution (data_prep.ads_clusters' default
+    --solution-field extra_info.solution); the CLI writes the paper's seeded 11.5k sample of the pool."""
+    from data_prep.ads_clusters import solution_of
+    from data_prep.schema import read_rows
+
+    rows, report = convert("openr1_math")
+    assert [r["extra_info"]["solution"] for r in rows] == ["The answer is 2.", "The answer is 12."]
+    assert openr1.main(["--input", str(HUB / "openr1_math_default.parquet"), "--out", str(tmp_path),
+                        "--sample-size", "1"]) == 0
+    (row,) = read_rows(tmp_path / "openr1_math_11k" / "train.parquet")
+    assert row == convert("openr1_math", sample_size=1)[0][0]
+    assert solution_of(row, "extra_info.solution") == row["extra_info"]["solution"]
+    assert openr1.PAPER_SAMPLE_SIZE == 11500
+    bare = HUB / "openr1_math_default.parquet"
+    import pandas as pd
+
+    frame = pd.read_parquet(bare)
+    frame["solution"] = ""
+    frame.to_parquet(tmp_path / "no_solution.parquet")
+    report = {}
+    assert openr1.convert(str(tmp_path / "no_solution.parquet"), report=report) == []
+    assert report["no_solution"] == 2 and report["kept"] == 0
 
 
 @pytest.mark.parametrize("name, fixture, field, row", [

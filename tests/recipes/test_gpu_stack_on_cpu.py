@@ -24,7 +24,7 @@ def packages():
 
 
 def test_there_are_gpu_recipes_to_check():
-    assert {g for g, _ in GPU_RECIPES} == {"bots", "cbs", "coba"} and len(GPU_RECIPES) >= 13
+    assert {g for g, _ in GPU_RECIPES} == {"ads", "bots", "cbs", "coba"} and len(GPU_RECIPES) >= 16
 
 
 @pytest.mark.parametrize("group, setting", GPU_RECIPES)
@@ -39,7 +39,8 @@ def test_every_gpu_recipe_requests_an_attention_the_gpu_install_provides(group, 
 
 
 def test_ref_and_critic_are_checked_when_used():
-    cfg = compose_recipe("bots", GPU_RECIPES[0][1], "algorithm.use_kl_in_reward=true", "critic.enable=true",
+    bots = next(s for g, s in GPU_RECIPES if g == "bots")
+    cfg = compose_recipe("bots", bots, "algorithm.use_kl_in_reward=true", "critic.enable=true",
                          "+critic.model.override_config.attn_implementation=flash_attention_2")
     assert requested_attentions(cfg) == {"actor": "sdpa", "ref": "sdpa", "critic": "flash_attention_2"}
 

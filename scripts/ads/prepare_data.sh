@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Train and validation parquet files of the ADS recipes, with data_prep, into DATA_DIR/NAME/SPLIT.parquet
+# (the paths recipes/ads/_common.yaml reads through recipe.data_dir):
+#   1. openr1_math_11k/train: OpenR1-Math-220k filtered as in the paper (Math-Verify-correct, complete, at most
+#      8192 tokens: the 46k pool), then 11,500 prompts drawn with seed 42, each with its reference solution
+#      (python -m data_prep.sources.openr1; data_prep/sources/openr1.py)
+#   2. math500, aime24, aime25, minerva, amc23, gpqa_diamond, mmlu_pro /test (python -m data_prep NAME)
+#   3. the train / validation overlap check on the 11.5k file (python -m data_prep.overlap; stops listing
+#      overlaps, report in DATA_DIR/overlap_openr1_math_11k.json; ALLOW_OVERLAP=1 goes on). It runs before the
+#      clustering: a prompt removed afterwards would leave every clustered file stale
+#   4. openr1_ads_SETTING/train for each SETTING in SETTINGS (default: every recipe in recipes/ads but
+#      cpu_embedded): the 11.5k rows with cluster_id, rank_in_cluster, cluster_size, difficulty from the
+#      setting's own base policy (python -m data_prep.ads_clusters: K = 64, PCA 128, seed 42, bf16 on the GPU;
+#      resumable, cached next to the output). The policy is the recipe's actor_rollout_ref.model.path, or a local
+#      copy given as <SETTING>_MODEL (upper case, - and . as _, e.g. QWEN3_4B_BASE_MODEL=/models/qwen3-4b-base)
+# OpenR1 and the benchmarks load from the Hugging Face hub, or from a local copy in the source's own format given as
+# <NAME>_INPUT (e.g. OPENR1_MATH_INPUT=/dl/openr1/default, MATH500_INPUT=/dl/math500/test.jsonl). Existing files are
+# kept (FORCE=1 rebuilds). Environment: DATA_DIR (default data/ads), PYTHON, SETTINGS, DRY_RUN=1.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+data_dir="$(abspath "${DATA_DIR:-$ROOT/data/ads}")"
+train="$data_dir/openr1_math_11k/train.parquet"
+if [[ -f "$train" && "${FORCE:-0}" != 1 ]]; then
+  echo "exists: $train"
+else
+  cmd=("$PYTHON" -m data_prep.sources.openr1 --out "$data_dir" --sample-size 11500 --seed 42)
+  [[ -n "${OPENR1_MATH_INPUT:-}" ]] && cmd+=(--input "$OPENR1_MATH_INPUT")
+  execute "${cmd[@]}"
+fi
+benchmarks=(math500 aime24 aime25 minerva amc23 gpqa_diamond mmlu_pro)
+for bench in "${benchmarks[@]}"; do prepare_dataset "$data_dir" "$bench" test; done
+check_overlap "$data_dir" openr1_math_11k/train "${benchmarks[@]/%//test}"
+
+if [[ -z "${SETTINGS:-}" ]]; then
+  SETTINGS="$(cd "$ROOT/recipes/ads" && ls *.yaml | sed 's/\.yaml$//' | grep -v -e '^_' -e '^cpu_embedded$' | tr '\n' ' ')"
+fi
+for setting in $SETTINGS; do
+  [[ -f "$ROOT/recipes/ads/$setting.yaml" ]] || { echo "no recipe recipes/ads/$setting.yaml" >&2; exit 2; }
+  out="$data_dir/openr1_ads_$setting/train.parquet"
+  if [[ -f "$out" && "${FORCE:-0}" != 1 ]]; then
+    echo "exists: $out"
+    continue
+  fi
+  model_var="$(tr 'a-z.-' 'A-Z__' <<<"$setting")_MODEL"
+  model="${!model_var:-$("$PYTHON" -c 'import sys, yaml
+print(yaml.safe_load(open(sys.argv[1]))["actor_rollout_ref"]["model"]["path"])' "$ROOT/recipes/ads/$setting.yaml")}"
+  cmd=("$PYTHON" -m data_prep.ads_clusters --input "$train" --out "$out" --model "$model"
+       --solution-field extra_info.solution --clusters 64 --pca-dims 128 --seed 42 --max-length 8192
+       --device cuda --dtype bf16)
+  [[ "${FORCE:-0}" == 1 ]] && cmd+=(--overwrite)
+  [[ "${DRY_RUN:-0}" == 1 ]] || mkdir -p "$(dirname "$out")"
+  execute "${cmd[@]}"
+done

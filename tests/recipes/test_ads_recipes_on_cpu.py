@@ -1,0 +1,289 @@
+"""ADS recipes (recipes/ads) and launchers (scripts/ads): the paper's settings (shared/papers/003 §4.1, SPEC.md §4
+"Defaults" and "code extras") land where verl reads them under each objective, every grid cell (Table 1, Table 2's
+DAPO / GSPO, the ablations) composes with its selector and passes the axes' and verl's checks, and the launchers
+build the right commands (DRY_RUN=1). No training here (scripts/ads/cpu_embedded.sh runs the CPU preset); DOTS+RR
+(selector=dots) is left out of every check (its selector is written elsewhere)."""
+
+import functools
+import os
+import shlex
+import subprocess
+
+import pytest
+from tests.recipes.recipes import RECIPES, ROOT, SCRIPTS, check_recipe, check_scripts, compose_recipe
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")
+
+SETTINGS = {  # name: (hub id, rollout tensor parallel size)
+    "qwen2.5-math-1.5b": ("Qwen/Qwen2.5-Math-1.5B", 1),
+    "qwen3-4b-base": ("Qwen/Qwen3-4B-Base", 2),
+    "olmo-3-7b-sft": ("allenai/Olmo-3-7B-Instruct-SFT", 4),
+}
+# objective: (loss mode, clip low, clip high, loss aggregation); no dynamic sampling under any (DAPO: [decision])
+OBJECTIVES = {
+    "grpo": ("vanilla", 0.2, 0.2, "token-mean"),
+    "dapo": ("vanilla", 0.2, 0.28, "token-mean"),
+    "gspo": ("gspo", 3e-4, 4e-4, "seq-mean-token-mean"),
+}
+# selector choice: {key: value} of the composed selector config
+SELECTORS = {
+    "ads": {"name": "ads", "clusters_per_step": 4, "mini_cluster_size": 32, "epsilon": 0.17, "alpha": 0.3,
+            "inter_cluster": True, "intra_cluster": True, "cluster_column": "cluster_id",
+            "rank_column": "rank_in_cluster"},
+    "ads_no_inter": {"name": "ads", "clusters_per_step": 1, "mini_cluster_size": 128, "inter_cluster": False,
+                     "intra_cluster": True, "global_order_column": "difficulty"},
+    "ads_no_intra": {"name": "ads", "clusters_per_step": 4, "mini_cluster_size": 32, "inter_cluster": True,
+                     "intra_cluster": False},
+    "uniform": {"name": "uniform"},
+}
+BENCHMARKS = ("math500", "aime24", "aime25", "minerva", "amc23", "gpqa_diamond")  # in training (MMLU-Pro: final)
+ALL_BENCHMARKS = (*BENCHMARKS, "mmlu_pro")
+PAPER_SETTING = "qwen2.5-math-1.5b"  # Table 2 (DAPO / GSPO) and the ablations
+KL = "algorithm.use_kl_in_reward=true"
+
+
+def _launch(script: str, *args: str, **env: str) -> subprocess.CompletedProcess:
+    drop = ("DATA_DIR", "OUT_DIR", "NNODES", "GPUS_PER_NODE", "RAY_ADDRESS", "MODEL_PATH", "EXPERIMENT_NAME", "SWEEP",
+            "OBJECTIVES", "SELECTORS", "DOTS", "SETTINGS", "FORCE", "ALLOW_OVERLAP", "NUM_LAYERS")
+    environ = {k: v for k, v in os.environ.items()
+               if k not in drop and not k.endswith("_INPUT") and not k.endswith("_MODEL")}
+    return subprocess.run(["bash", str(SCRIPTS / "ads" / script), *args], capture_output=True, text=True,
+                          timeout=120, env={**environ, "DRY_RUN": "1", "DOTS": "0", **env}, cwd=ROOT)
+
+
+def _runs(proc: subprocess.CompletedProcess) -> list[list[str]]:
+    assert proc.returncode == 0, proc.stderr
+    return [shlex.split(line) for line in proc.stdout.splitlines()]
+
+
+def _overrides(words: list[str]) -> list[str]:
+    """A printed training command's Hydra overrides after ``+ads=SETTING``."""
+    return words[next(i for i, w in enumerate(words) if w.startswith("+ads=")) + 1:]
+
+
+def _settings_overrides(words: list[str]) -> list[str]:
+    """The overrides from ``+objective=`` on: objective, selector, their recipe settings, the user's."""
+    return words[next(i for i, w in enumerate(words) if w.startswith("+objective=")):]
+
+
+def _objective_settings(objective: str) -> list[str]:
+    return [KL, "data_selection.prefilters=[]"] if objective == "dapo" else [KL]
+
+
+@functools.cache
+def _command(setting: str, *args: str) -> tuple[str, ...]:
+    (words,) = _runs(_launch(f"{setting}.sh", *args, DATA_DIR="/data", OUT_DIR="/out"))
+    return tuple(words)
+
+
+def _compose(setting: str, *overrides: str):
+    return compose_recipe("ads", setting, *overrides)
+
+
+def _budget(cfg) -> int:
+    from verl_ext.trainer.components import rollout_budget
+
+    return rollout_budget(cfg)
+
+
+def _check_objective(cfg, objective: str) -> None:
+    loss_mode, low, high, agg = OBJECTIVES[objective]
+    actor = cfg.actor_rollout_ref.actor
+    assert (actor.policy_loss.loss_mode, actor.clip_ratio_low, actor.clip_ratio_high) == (loss_mode, low, high)
+    assert actor.loss_agg_mode == agg and not actor.use_kl_loss
+    # the code extras under every objective: KL in the reward (0.001), all-wrong groups dropped, no dynamic sampling
+    assert cfg.algorithm.use_kl_in_reward and cfg.algorithm.kl_ctrl.kl_coef == 0.001
+    assert cfg.algorithm.kl_ctrl.type == "fixed"
+    assert (cfg.rollout_filter.name, cfg.rollout_filter.drop) == ("drop_degenerate", "all_wrong")
+    assert list(cfg.data_selection.prefilters) == []
+    assert cfg.data.train_batch_size == 128 and _budget(cfg) == 128 * 8
+
+
+def _check_selector(cfg, choice: str) -> None:
+    expected = SELECTORS[choice]
+    assert {k: cfg.selector[k] for k in expected} == expected
+
+
+@pytest.mark.parametrize("objective", sorted(OBJECTIVES))
+@pytest.mark.parametrize("setting", sorted(SETTINGS))
+def test_setting_has_the_paper_hyperparameters(setting, objective):
+    model, tp = SETTINGS[setting]
+    cfg = _compose(setting, *_overrides(list(_command(setting, objective))))
+    actor, rollout = cfg.actor_rollout_ref.actor, cfg.actor_rollout_ref.rollout
+    assert cfg.actor_rollout_ref.model.path == model and rollout.tensor_model_parallel_size == tp
+    assert cfg.algorithm.adv_estimator == "grpo" and cfg.algorithm.norm_adv_by_std_in_grpo
+    assert (actor.optim.optimizer, actor.optim.lr, actor.ppo_epochs) == ("AdamW", 1e-6, 1)
+    # 16 actor updates per step: 128 / 16 = 8 prompts (x 8 rollouts) per mini-batch
+    assert (actor.ppo_mini_batch_size, rollout.n, rollout.temperature) == (8, 8, 1.0)
+    assert cfg.data.train_batch_size // actor.ppo_mini_batch_size == 16
+    assert (cfg.data.max_response_length, cfg.data.max_prompt_length) == (8192, 2048)
+    _check_objective(cfg, objective)
+    _check_selector(cfg, "ads")
+    assert cfg.allocator.name == "fixed"
+    val = rollout.val_kwargs
+    assert (val.n, val.temperature, val.do_sample) == (4, 0.7, True)
+    assert cfg.data.train_files == f"/data/openr1_ads_{setting}/train.parquet"
+    assert list(cfg.data.val_files) == [f"/data/{b}/test.parquet" for b in BENCHMARKS]
+    assert cfg.reward.custom_reward_function.path == "pkg://verl_ext.rewards"
+    assert (cfg.trainer.test_freq, cfg.trainer.save_freq, cfg.trainer.max_actor_ckpt_to_keep) == (20, 20, None)
+    assert cfg.trainer.experiment_name == f"{setting}-{objective}-ads"
+    assert cfg.trainer.default_local_dir == f"/out/{setting}-{objective}-ads"
+    check_recipe(cfg)
+
+
+@pytest.mark.parametrize("setting", sorted(SETTINGS))
+def test_recipe_alone_is_grpo_with_ads(setting):
+    """Composed without the launcher, a recipe is its GRPO + ADS run (KL in the reward, all-wrong drop)."""
+    alone = _compose(setting)
+    assert alone == _compose(setting, "+objective=grpo", "selector=ads", KL)
+    _check_objective(alone, "grpo")
+    _check_selector(alone, "ads")
+
+
+def test_recipes_leave_the_objectives_keys_to_the_objectives():
+    """The only key a recipe file sets differently from an objective preset is use_kl_in_reward, which every
+    recipe.objectives entry sets again (the launchers' overrides win over the composed presets)."""
+    from verl_ext.trainer.startup_checks import recipe_values
+
+    presets = {o: recipe_values(ROOT / "verl_ext" / "config" / "objective" / f"{o}.yaml") for o in OBJECTIVES}
+    for path in sorted((RECIPES / "ads").glob("*.yaml")):
+        for key, value in recipe_values(path).items():
+            if key == "algorithm.use_kl_in_reward":
+                continue
+            assert all(preset.get(key, value) == value for preset in presets.values()), (path.name, key)
+    cfg = _compose(PAPER_SETTING, "+objective=dapo")
+    assert cfg.actor_rollout_ref.actor.clip_ratio_high == 0.28 and not cfg.algorithm.use_kl_in_reward
+    for objective in OBJECTIVES:  # hence the launchers' overrides
+        assert _settings_overrides(list(_command(PAPER_SETTING, objective)))[2:] == _objective_settings(objective)
+
+
+@functools.cache
+def _grid(setting: str, **env: str) -> list[list[str]]:
+    return _runs(_launch("grid.sh", setting, DATA_DIR="/data", **env))
+
+
+def _grid_cells() -> list[tuple[str, str, tuple[str, ...]]]:
+    """(setting, run name, environment) of Table 1 for every setting, Table 2 and the ablations (1.5B)."""
+    cells = [(s, f"grpo-{sel}", ()) for s in sorted(SETTINGS) for sel in ("uniform", "ads")]
+    cells += [(PAPER_SETTING, f"{o}-{sel}", ("SWEEP=objectives",))
+              for o in ("dapo", "gspo") for sel in ("uniform", "ads")]
+    cells += [(PAPER_SETTING, f"grpo-{sel}", ("SWEEP=ablation",)) for sel in ("ads_no_inter", "ads_no_intra")]
+    return cells
+
+
+@pytest.mark.parametrize(("setting", "name", "env"), _grid_cells(), ids=lambda v: "/".join(v) if isinstance(v, tuple)
+                         else v)
+def test_grid_cell_composes_with_its_selector(setting, name, env):
+    runs = _grid(setting, **dict(e.split("=") for e in env))
+    (words,) = [w for w in runs if f"trainer.experiment_name={setting}-{name}" in w]
+    cfg = _compose(setting, *_overrides(words))
+    objective, selector = name.split("-", 1)
+    assert _settings_overrides(words) == [f"+objective={objective}", f"selector={selector}",
+                                          *_objective_settings(objective)]
+    _check_objective(cfg, objective)
+    _check_selector(cfg, selector)
+    check_recipe(cfg)
+
+
+def test_grid_dry_run():
+    names = [w.split("=", 1)[1] for r in _grid(PAPER_SETTING) for w in r if w.startswith("trainer.experiment_name=")]
+    assert names == [f"{PAPER_SETTING}-grpo-uniform", f"{PAPER_SETTING}-grpo-ads"]
+    names = [w.split("=", 1)[1] for r in _grid(PAPER_SETTING, SWEEP="objectives") for w in r
+             if w.startswith("trainer.experiment_name=")]
+    assert names == [f"{PAPER_SETTING}-{o}-{s}" for o in ("dapo", "gspo") for s in ("uniform", "ads")]
+    runs = _runs(_launch("grid.sh", PAPER_SETTING, "trainer.val_before_train=false", OBJECTIVES="gspo",
+                         SELECTORS="ads_no_intra"))
+    assert [_settings_overrides(r) for r in runs] == [["+objective=gspo", "selector=ads_no_intra", KL,
+                                                       "trainer.val_before_train=false"]]
+    assert _launch("grid.sh", PAPER_SETTING, SWEEP="nope").returncode == 2
+    assert _launch("grid.sh", PAPER_SETTING, DOTS="maybe").returncode == 2
+    assert _launch("grid.sh", "no_such_setting").returncode == 2
+    assert _launch("grid.sh", "_common").returncode == 2
+
+
+@pytest.mark.parametrize("setting", sorted(SETTINGS))
+def test_launcher_dry_run(setting):
+    words = list(_command(setting, "dapo", "ads_no_inter", "trainer.test_freq=5"))
+    assert words[1:6] == ["-m", "verl_ext.main", "--config-dir", str(RECIPES), f"+ads={setting}"]
+    assert _settings_overrides(words) == ["+objective=dapo", "selector=ads_no_inter", KL,
+                                          "data_selection.prefilters=[]", "trainer.test_freq=5"]  # the user's last
+    for expected in ("recipe.data_dir=/data", f"trainer.experiment_name={setting}-dapo-ads_no_inter",
+                     f"trainer.default_local_dir=/out/{setting}-dapo-ads_no_inter", "trainer.nnodes=1",
+                     "trainer.n_gpus_per_node=8"):
+        assert expected in words
+    assert _settings_overrides(list(_command(setting)))[:3] == ["+objective=grpo", "selector=ads", KL]
+    assert _settings_overrides(list(_command(setting, "gspo", "x=1"))) == ["+objective=gspo", "selector=ads", KL, "x=1"]
+
+
+def test_launcher_refuses_what_it_cannot_set_up():
+    for args in (["selector=uniform"], ["dapo", "+objective=gspo"], ["ppo"], ["grpo", "ads_typo"]):
+        proc = _launch("qwen3-4b-base.sh", *args)
+        assert proc.returncode == 2 and not proc.stdout, args
+    assert "first two arguments" in _launch("qwen3-4b-base.sh", "selector=uniform").stderr
+    assert "unknown selector 'ads_typo'" in _launch("qwen3-4b-base.sh", "grpo", "ads_typo").stderr
+
+
+@pytest.mark.parametrize("selector", sorted(SELECTORS))
+def test_cpu_preset_composes_for_the_cpu(selector):
+    from verl_ext.cpu import cpu_overrides
+
+    _, _, train = _runs(_launch("cpu_embedded.sh", "grpo", selector, FORCE="1", DATA_DIR="/d"))
+    cfg = _compose("cpu_embedded", *cpu_overrides(), *_overrides(train))
+    rollout = cfg.actor_rollout_ref.rollout
+    assert (rollout.name, cfg.trainer.device, cfg.data.train_batch_size, _budget(cfg)) == ("hf", "cpu", 4, 16)
+    assert cfg.data.train_files == "/d/arithmetic_ads/train.parquet" and cfg.trainer.total_training_steps == 3
+    assert (cfg.rollout_filter.name, cfg.rollout_filter.drop, cfg.algorithm.use_kl_in_reward) == (
+        "drop_degenerate", "all_wrong", True)
+    assert cfg.selector.name == SELECTORS[selector]["name"]
+    if selector != "uniform":  # 4 prompts a step: 2 clusters x 2, or one mini-cluster of 4
+        assert cfg.selector.clusters_per_step * cfg.selector.mini_cluster_size == 4
+    check_recipe(cfg)
+
+
+def test_cpu_launcher_dry_run():
+    prep, clusters, train = _runs(_launch("cpu_embedded.sh", "gspo", "trainer.total_training_steps=2", DATA_DIR="/d",
+                                          FORCE="1"))
+    assert " ".join(prep).endswith("-m data_prep arithmetic --out /d --train-size 16 --test-size 8")
+    assert clusters[1:7] == ["-m", "data_prep.ads_clusters", "--input", "/d/arithmetic/train.parquet", "--out",
+                             "/d/arithmetic_ads/train.parquet"]
+    assert "--solution-field" in clusters and clusters[clusters.index("--solution-field") + 1] == "worked"
+    assert train[3:7] == ["--cpu", "--config-dir", str(RECIPES), "+ads=cpu_embedded"]
+    assert train[-1] == "trainer.total_training_steps=2" and "trainer.nnodes=1" not in train
+    assert "trainer.experiment_name=cpu_embedded-gspo-ads" in train
+    assert any(w.startswith("actor_rollout_ref.model.path=") and "SmolLM2-135M-Instruct" in w for w in train)
+
+
+def test_prepare_data_dry_run(tmp_path):
+    runs = _runs(_launch("prepare_data.sh", DATA_DIR=str(tmp_path), OPENR1_MATH_INPUT="/dl/openr1",
+                         QWEN3_4B_BASE_MODEL="/models/q4b"))
+    openr1, *prep, overlap = runs[:1 + len(ALL_BENCHMARKS) + 1]
+    clusters = runs[2 + len(ALL_BENCHMARKS):]
+    assert openr1[1:] == ["-m", "data_prep.sources.openr1", "--out", str(tmp_path), "--sample-size", "11500",
+                          "--seed", "42", "--input", "/dl/openr1"]
+    assert [r[1:4] for r in prep] == [["-m", "data_prep", b] for b in ALL_BENCHMARKS]
+    assert all(r[4:6] == ["--out", str(tmp_path)] for r in prep)
+    train = f"{tmp_path}/openr1_math_11k/train.parquet"
+    assert overlap[1:5] == ["-m", "data_prep.overlap", "--train", train]
+    assert overlap[5:-2] == ["--eval", *(f"{tmp_path}/{b}/test.parquet" for b in ALL_BENCHMARKS)]
+    models = {"olmo-3-7b-sft": "allenai/Olmo-3-7B-Instruct-SFT", "qwen2.5-math-1.5b": "Qwen/Qwen2.5-Math-1.5B",
+              "qwen3-4b-base": "/models/q4b"}
+    assert [r[1:9] for r in clusters] == [["-m", "data_prep.ads_clusters", "--input", train, "--out",
+                                           f"{tmp_path}/openr1_ads_{s}/train.parquet", "--model", m]
+                                          for s, m in models.items()]
+    for r in clusters:
+        assert " ".join(r[9:]) == ("--solution-field extra_info.solution --clusters 64 --pca-dims 128 --seed 42 "
+                                   "--max-length 8192 --device cuda --dtype bf16")
+    # every recipe trains on the file prepare_data.sh writes for it
+    for setting in SETTINGS:
+        cfg = _compose(setting, f"recipe.data_dir={tmp_path}")
+        assert cfg.data.train_files == f"{tmp_path}/openr1_ads_{setting}/train.parquet"
+    one = _runs(_launch("prepare_data.sh", DATA_DIR=str(tmp_path), SETTINGS="qwen3-4b-base"))
+    assert [r[8] for r in one if "data_prep.ads_clusters" in r] == ["Qwen/Qwen3-4B-Base"]
+    assert _launch("prepare_data.sh", DATA_DIR=str(tmp_path), SETTINGS="nope").returncode == 2
+    assert not any(tmp_path.iterdir())  # a dry run writes nothing
+
+
+def test_scripts_parse():
+    scripts = sorted(SCRIPTS.glob("ads/*.sh")) + [SCRIPTS / "common.sh"]
+    assert len(scripts) == 8
+    check_scripts(scripts)
