@@ -7,8 +7,9 @@
 #                      Qwen2.5-Math-1.5B (DAPO / GSPO with and without ADS)
 #   SWEEP=ablation   : OBJECTIVES (grpo) x SELECTORS (ads_no_inter ads_no_intra): the ablations (Qwen2.5-Math-1.5B);
 #                      compare with the grid's grpo-ads run
-#   DOTS             : auto (default: DOTS+RR joins the default grid's selectors when verl_ext/config/selector/dots.yaml
-#                      exists), 1 (always: fails without it), 0 (never)
+#   DOTS             : 0 (default: DOTS+RR left out: the recipes do not prepare its prompt embeddings nor its rollout
+#                      replay yet, recipes/ads/README.md), 1 (grpo-dots joins Table 1's selectors), auto (when
+#                      verl_ext/config/selector/dots.yaml exists)
 # Each run is `scripts/ads/SETTING.sh OBJECTIVE SELECTOR [...]` (scripts/ads/common.sh: the objective's and the
 # selector's settings from the recipe). A rerun resumes each run from its last checkpoint (trainer.resume_mode=auto),
 # so finished runs end at once. Environment: scripts/ads/common.sh (DRY_RUN=1 prints the commands).
@@ -24,7 +25,7 @@ run() {  # run OBJECTIVE SELECTOR OVERRIDES...
 }
 
 default_selectors="uniform ads"
-case "${DOTS:-auto}" in
+case "${DOTS:-0}" in
   auto) [[ -f "$ROOT/verl_ext/config/selector/dots.yaml" ]] && default_selectors="uniform dots ads" ;;
   1) default_selectors="uniform dots ads" ;;
   0) ;;
