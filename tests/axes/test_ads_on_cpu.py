@@ -137,7 +137,7 @@ def test_ema_update_and_renormalisation_including_all_zero_rates():
     np.testing.assert_allclose(sel.p, 1 / 3, rtol=1e-9)
     m = sel.metrics()
     assert m["p_entropy"] == pytest.approx(np.log(3)) and m["p_max"] == pytest.approx(1 / 3)
-    assert {"p/10", "p/20", "p/30", "drawn_success_mean", "success_mean", "in_band_fraction"} <= set(m)
+    assert {"cluster_prob/10", "cluster_prob/20", "cluster_prob/30", "drawn_success_mean", "success_mean", "in_band_fraction"} <= set(m)
 
 
 def test_draws_are_without_replacement_and_follow_p():
@@ -333,10 +333,10 @@ def test_batch_too_small_and_bad_config():
 def test_per_cluster_metrics_only_up_to_64_clusters():
     many = AdsSelector(AdsSelectorConfig(clusters_per_step=1, mini_cluster_size=1), clustered_pool([1] * 65), 0)
     many.select(1, 1)
-    assert not any(k.startswith("p/") for k in many.metrics())
+    assert not any(k.startswith("cluster_prob/") for k in many.metrics())
     few = AdsSelector(AdsSelectorConfig(clusters_per_step=2, mini_cluster_size=1), clustered_pool([1] * 64), 0)
     tasks = few.select(1, 2)
     m = few.metrics()
-    assert sum(k.startswith("p/") for k in m) == 64 and m["prompts"] == 2.0
+    assert sum(k.startswith("cluster_prob/") for k in m) == 64 and m["prompts"] == 2.0
     assert [m["drawn/0"], m["drawn/1"]] == clusters(few.pool, tasks).astype(float).tolist()
     assert all(isinstance(v, float) and np.isfinite(v) for v in m.values())

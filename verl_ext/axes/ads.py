@@ -48,7 +48,7 @@ from verl_ext.axes.base import TaskSelector
 from verl_ext.axes.types import StepResults, TaskPool
 
 BAND_TOLERANCE = 1e-9  # the band is closed: ρ = 0.5 ± ε (up to rounding) stays
-PER_CLUSTER_METRICS_UP_TO = 64  # log p/<cluster id> for every cluster when K is at most this
+PER_CLUSTER_METRICS_UP_TO = 64  # log cluster_prob/<cluster id> for every cluster when K is at most this
 
 
 @dataclass(frozen=True)
@@ -268,7 +268,7 @@ class AdsSelector(TaskSelector):
         p = self.p[self.p > 0]
         out = {"p_entropy": float(-(p * np.log(p)).sum()), "p_max": float(self.p.max()), "p_min": float(self.p.min())}
         if len(self.p) <= PER_CLUSTER_METRICS_UP_TO:
-            out |= {f"p/{cid}": float(v) for cid, v in zip(self.cluster_ids, self.p)}
+            out |= {f"cluster_prob/{cid}": float(v) for cid, v in zip(self.cluster_ids, self.p)}
         return out
 
     def metrics(self) -> dict[str, float]:
