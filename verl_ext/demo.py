@@ -124,7 +124,7 @@ def _records():
 
 def print_steps(run: str | Path, after: int = 0) -> int:
     """Print the step lines of a run's steps after ``after`` (with the header when ``after`` is 0); returns the
-    last step printed. Also used by ``scripts/*/cpu_embedded.sh``."""
+    last step printed. Also used by :mod:`verl_ext.run_summary`."""
     records = _records()
     run = Path(run)
     metrics = records.read_metrics(run) if (run / records.METRICS_DIR).exists() else {}

@@ -33,11 +33,5 @@ EXPERIMENT_NAME="${EXPERIMENT_NAME:-cpu_embedded-$objective-$selector}"
 export MODEL_PATH EXPERIMENT_NAME
 ads_train cpu_embedded "$@"
 [[ "${DRY_RUN:-0}" == 1 ]] && exit 0
-"$PYTHON" - "$OUT_DIR/$EXPERIMENT_NAME" <<'EOF2'
-import sys
-from pathlib import Path
-from verl_ext.demo import print_steps
-
-print_steps(Path(sys.argv[1]))
-EOF2
+"$PYTHON" -m verl_ext.run_summary "$OUT_DIR/$EXPERIMENT_NAME" --axis selector
 echo "cpu_embedded: $((SECONDS - start)) s in all"

@@ -29,6 +29,5 @@ EXPERIMENT_NAME="${EXPERIMENT_NAME:-cpu_embedded-$(selector_choice "$@")}"
 export EXPERIMENT_NAME
 bots_train cpu_embedded "$@"
 [[ "${DRY_RUN:-0}" == 1 ]] && exit 0
-"$PYTHON" -c 'import sys; from pathlib import Path; from verl_ext.demo import print_steps; print_steps(Path(sys.argv[1]))' \
-  "$(abspath "$OUT_DIR")/$EXPERIMENT_NAME"
+"$PYTHON" -m verl_ext.run_summary "$(abspath "$OUT_DIR")/$EXPERIMENT_NAME" --axis selector
 echo "cpu_embedded: $((SECONDS - start)) s in all"

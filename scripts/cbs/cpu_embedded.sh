@@ -30,23 +30,5 @@ EXPERIMENT_NAME="${EXPERIMENT_NAME:-cpu_embedded-$objective-$filter}"
 export MODEL_PATH EXPERIMENT_NAME
 cbs_train cpu_embedded "$@"
 [[ "${DRY_RUN:-0}" == 1 ]] && exit 0
-"$PYTHON" - "$OUT_DIR/$EXPERIMENT_NAME" <<'EOF'
-import json, sys
-from pathlib import Path
-from verl_ext.demo import print_steps
-
-run = Path(sys.argv[1])
-print_steps(run)
-log = sorted((run / "metrics").glob("*.jsonl"), key=lambda p: p.stat().st_mtime)[-1]
-scalars = {}
-for row in map(json.loads, log.read_text().splitlines()):
-    scalars.setdefault(row["step"], {}).update(row["data"])
-for path in sorted((run / "data_selection").glob("step_*.json"), key=lambda p: int(p.stem.split("_")[1])):
-    step = json.loads(path.read_text())
-    number = int(path.stem.split("_")[1])
-    own = {k[len("data_selection/rollout_filter/"):]: float(f"{v:.4g}") for k, v in scalars.get(number, {}).items()
-           if k.startswith("data_selection/rollout_filter/")}
-    print(f"step {number}: kept {len(step['kept'])} of its {len(step['rollout_reward'])} rollouts "
-          f"(actor update rows, replayed included: {step.get('actor_update_rows')}), filter {own}")
-EOF
+"$PYTHON" -m verl_ext.run_summary "$OUT_DIR/$EXPERIMENT_NAME" --axis rollout_filter
 echo "cpu_embedded: $((SECONDS - start)) s in all"

@@ -109,3 +109,18 @@ def test_the_buffer_is_checkpointed_and_a_resumed_run_replays_the_same(runs):
         # the restored weights recompute the old log-probs up to float noise (batch composition)
         assert got[step]["rollout_old_log_prob"] == pytest.approx(want[step]["rollout_old_log_prob"], abs=1e-4)
     assert any(want[s]["replayed"] for s in range(STOP + 1, STEPS + 1))
+
+
+def test_run_summary_prints_what_the_filter_did_each_step(runs, capsys):
+    from verl_ext.run_summary import summarise
+
+    lines = summarise(runs[0], "rollout_filter")
+    dumps = records.read_dumps(runs[0])
+    assert len(lines) == STEPS
+    for step, line in zip(sorted(dumps), lines):
+        d = dumps[step]
+        assert line.startswith(f"step {step}: kept {len(d['kept'])} of its {ROLLOUTS} rollouts, "
+                               f"replayed {len(d['replayed'])}") and "'buffer'" in line
+    assert capsys.readouterr().out.count("\n") > 2 * STEPS  # the step table too
+    with pytest.raises(ValueError, match="axis"):
+        summarise(runs[0], "critic")
