@@ -94,3 +94,36 @@ recipe_train() {
   fi
   execute "${cmd[@]}" "$@"
 }
+
+# How many of the arguments are leading names (at most 2: OBJECTIVE, CHOICE) rather than Hydra overrides.
+leading_names() {
+  local n=0
+  while (( n < 2 && $# )) && [[ "$1" =~ ^[A-Za-z0-9_]+$ ]]; do n=$((n + 1)); shift; done
+  echo "$n"
+}
+
+# objective_train GROUP AXIS DEFAULT_CHOICE SETTING [OBJECTIVE [CHOICE]] [Hydra overrides...]: recipe_train GROUP
+# SETTING +objective=OBJECTIVE (default grpo) AXIS=CHOICE, the recipe's settings for both
+# (python -m verl_ext.recipe_overrides), then the user's overrides, which win. The objective and the choice are
+# refused as overrides (they would skip their settings). EXPERIMENT_NAME defaults to SETTING-OBJECTIVE-CHOICE.
+objective_train() {
+  local group="$1" axis="$2" choice="$3" setting="$4"; shift 4
+  local objective=grpo arg extra
+  case "$(leading_names "$@")" in
+    1) objective="$1"; shift ;;
+    2) objective="$1" choice="$2"; shift 2 ;;
+  esac
+  for arg in "$@"; do
+    case "$arg" in
+      objective=*|+objective=*|++objective=*|"$axis"=*|"+$axis"=*|"++$axis"=*)
+        echo "choose the objective and the ${axis//_/ } as the launcher's first two arguments (they bring their" \
+             "settings from recipes/$group), not as '$arg'" >&2
+        return 2 ;;
+    esac
+  done
+  extra="$("$PYTHON" -m verl_ext.recipe_overrides "$group" "$setting" "$objective" "$axis" "$choice")" || return 2
+  local more=()
+  [[ -n "$extra" ]] && mapfile -t more <<<"$extra"
+  EXPERIMENT_NAME="${EXPERIMENT_NAME:-$setting-$objective-$choice}" \
+    recipe_train "$group" "$setting" "+objective=$objective" "$axis=$choice" "${more[@]}" "$@"
+}

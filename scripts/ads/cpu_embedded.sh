@@ -16,7 +16,7 @@ export DATA_DIR="$(abspath "${DATA_DIR:-$ROOT/data/ads_cpu}")" OUT_DIR="$(abspat
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
 start=$SECONDS
 
-case "$(ads_positionals "$@")" in  # default GRPO + ADS
+case "$(leading_names "$@")" in  # default GRPO + ADS
   0) set -- grpo ads "$@" ;;
   1) set -- "$1" ads "${@:2}" ;;
 esac

@@ -14,98 +14,14 @@
 # RAY_ADDRESS, CPU=1, DRY_RUN=1.
 source "$(dirname "${BASH_SOURCE[0]}")/../common.sh"
 
-# How many of the arguments are leading names (OBJECTIVE, FILTER; at most 2) rather than Hydra overrides.
-cbs_positionals() {
-  local n=0
-  while (( n < 2 && $# )) && [[ "$1" =~ ^[A-Za-z0-9_]+$ ]]; do n=$((n + 1)); shift; done
-  echo "$n"
-}
-
-# The overrides recipes/cbs/SETTING.yaml gives OBJECTIVE and FILTER, one per line (exit 2: unknown name).
-# `cbs_recipe_overrides SETTING OBJECTIVE FILTER --value KEY` prints the filter's effective KEY instead.
+# The overrides recipes/cbs/SETTING.yaml gives OBJECTIVE and FILTER, one per line (exit 2: unknown name);
+# `--value KEY` prints the rollout filter's effective KEY instead (python -m verl_ext.recipe_overrides).
 cbs_recipe_overrides() {  # cbs_recipe_overrides SETTING OBJECTIVE FILTER [--value KEY]
-  "$PYTHON" - "$ROOT" "$@" <<'EOF'
-import sys
-from pathlib import Path
-
-import yaml
-from omegaconf import OmegaConf
-
-root, setting, objective, name = Path(sys.argv[1]), *sys.argv[2:5]
-value_of = sys.argv[6] if len(sys.argv) > 6 and sys.argv[5] == "--value" else None
-
-
-def chain(path, absolute):
-    """The files a config's defaults list names (relative ones beside it, /x under `absolute`), then itself."""
-    if not path.is_file():
-        sys.exit(f"no config {path}")
-    data = yaml.safe_load(path.read_text()) or {}
-    files = []
-    for entry in data.get("defaults") or []:
-        if isinstance(entry, str) and entry != "_self_":
-            where = absolute / entry[1:] if entry.startswith("/") else path.parent / entry
-            files += chain(where.with_name(where.name + ".yaml"), absolute)
-    return files + [path]
-
-
-def merged(path, absolute):
-    return OmegaConf.merge(*(OmegaConf.load(p) for p in chain(path, absolute)))
-
-
-def leaves(node, prefix=""):
-    for key, value in node.items():
-        if isinstance(value, dict) and value:
-            yield from leaves(value, f"{prefix}{key}.")
-        elif not isinstance(value, dict):
-            yield f"{prefix}{key}", value
-
-
-def text(value):
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return "null" if value is None else str(value)
-
-
-config = root / "verl_ext" / "config"
-for group, choice in (("objective", objective), ("rollout_filter", name)):
-    if not (config / group / f"{choice}.yaml").is_file():
-        known = " ".join(sorted(p.stem for p in (config / group).glob("*.yaml")))
-        sys.exit(f"unknown {group} {choice!r} (verl_ext/config/{group}: {known})")
-recipe = OmegaConf.to_container(merged(root / "recipes" / "cbs" / f"{setting}.yaml", config).get("recipe", {}))
-if objective not in recipe.get("objectives", {}):
-    sys.exit(f"recipes/cbs/{setting}.yaml has no recipe.objectives.{objective}")
-filter_config = OmegaConf.to_container(merged(config / "rollout_filter" / f"{name}.yaml", config / "rollout_filter"))
-scheduler = (recipe.get("schedulers", {}).get(objective) or {}).get(filter_config["name"]) or {}
-if value_of is not None:
-    print(scheduler.get(value_of, filter_config.get(value_of)))
-    sys.exit(0)
-for key, value in leaves(recipe["objectives"][objective] or {}):
-    print(f"{key}={text(value)}")
-for key, value in leaves(scheduler):
-    print(f"rollout_filter.{key}={text(value)}")
-EOF
+  "$PYTHON" -m verl_ext.recipe_overrides cbs "$1" "$2" rollout_filter "$3" "${@:4}"
 }
 
 cbs_train() {  # cbs_train SETTING [OBJECTIVE [FILTER]] [Hydra overrides...]
-  local setting="$1"; shift
-  local objective=grpo filter=keep_all arg extra
-  case "$(cbs_positionals "$@")" in
-    1) objective="$1"; shift ;;
-    2) objective="$1" filter="$2"; shift 2 ;;
-  esac
-  for arg in "$@"; do
-    case "$arg" in
-      objective=*|+objective=*|++objective=*|rollout_filter=*|+rollout_filter=*|++rollout_filter=*)
-        echo "choose the objective and the filter as the launcher's first two arguments (they bring their" \
-             "settings from recipes/cbs), not as '$arg'" >&2
-        return 2 ;;
-    esac
-  done
-  extra="$(cbs_recipe_overrides "$setting" "$objective" "$filter")" || return 2
-  local more=()
-  [[ -n "$extra" ]] && mapfile -t more <<<"$extra"
-  EXPERIMENT_NAME="${EXPERIMENT_NAME:-$setting-$objective-$filter}" \
-    recipe_train cbs "$setting" "+objective=$objective" "rollout_filter=$filter" "${more[@]}" "$@"
+  objective_train cbs rollout_filter keep_all "$@"
 }
 
 # One training file from several data_prep files, in order: extra_info.index renumbered 0..N-1 (the task key must

@@ -16,7 +16,7 @@ export DATA_DIR="$(abspath "${DATA_DIR:-$ROOT/data/cbs_cpu}")" OUT_DIR="$(abspat
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
 start=$SECONDS
 
-case "$(cbs_positionals "$@")" in  # default GRPO + CBS*
+case "$(leading_names "$@")" in  # default GRPO + CBS*
   0) set -- grpo cbs_star "$@" ;;
   1) set -- "$1" cbs_star "${@:2}" ;;
 esac
