@@ -46,3 +46,26 @@ def check_scripts(scripts) -> None:
         assert proc.returncode == 0, f"{script}: {proc.stderr}"
         if script.name != "common.sh":
             assert os.access(script, os.X_OK) and "set -euo pipefail" in script.read_text(), script
+
+
+# Launcher settings a developer's shell may hold; a DRY_RUN test must not see them.
+LAUNCHER_ENV = ("DATA_DIR", "OUT_DIR", "NNODES", "GPUS_PER_NODE", "RAY_ADDRESS", "MODEL_PATH", "EXPERIMENT_NAME", "SWEEP",
+                "SETTINGS", "OBJECTIVES", "FILTERS", "SELECTORS", "BUFFERS", "BASELINES", "ALLOCATORS", "BUDGETS", "DOTS",
+                "FORCE", "ALLOW_OVERLAP", "NUM_LAYERS", "POOL")
+
+
+def launch(group: str, script: str, *args: str, timeout: int = 120, **env: str):
+    """``DRY_RUN=1 bash scripts/GROUP/SCRIPT ARGS`` in a clean launcher environment (``env`` added)."""
+    import os
+    import subprocess
+
+    environ = {k: v for k, v in os.environ.items()
+               if k not in LAUNCHER_ENV and not k.endswith(("_INPUT", "_MODEL"))}
+    return subprocess.run(["bash", str(SCRIPTS / group / script), *args], capture_output=True, text=True,
+                          timeout=timeout, env={**environ, "DRY_RUN": "1", **env}, cwd=ROOT)
+
+
+def rollout_budget(cfg) -> int:
+    from verl_ext.trainer.components import rollout_budget as budget
+
+    return budget(cfg)

@@ -5,12 +5,13 @@ build the right commands (DRY_RUN=1). No training here (scripts/ads/cpu_embedded
 (selector=dots) is left out of every check (its selector is written elsewhere)."""
 
 import functools
-import os
 import shlex
 import subprocess
 
 import pytest
-from tests.recipes.recipes import RECIPES, ROOT, SCRIPTS, check_recipe, check_scripts, compose_recipe
+from tests.recipes.recipes import (
+    RECIPES, ROOT, SCRIPTS, check_recipe, check_scripts, compose_recipe, launch, rollout_budget,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")
 
@@ -42,13 +43,8 @@ PAPER_SETTING = "qwen2.5-math-1.5b"  # Table 2 (DAPO / GSPO) and the ablations
 KL = "algorithm.use_kl_in_reward=true"
 
 
-def _launch(script: str, *args: str, **env: str) -> subprocess.CompletedProcess:
-    drop = ("DATA_DIR", "OUT_DIR", "NNODES", "GPUS_PER_NODE", "RAY_ADDRESS", "MODEL_PATH", "EXPERIMENT_NAME", "SWEEP",
-            "OBJECTIVES", "SELECTORS", "DOTS", "SETTINGS", "FORCE", "ALLOW_OVERLAP", "NUM_LAYERS")
-    environ = {k: v for k, v in os.environ.items()
-               if k not in drop and not k.endswith("_INPUT") and not k.endswith("_MODEL")}
-    return subprocess.run(["bash", str(SCRIPTS / "ads" / script), *args], capture_output=True, text=True,
-                          timeout=120, env={**environ, "DRY_RUN": "1", "DOTS": "0", **env}, cwd=ROOT)
+def _launch(script: str, *args: str, **env: str):
+    return launch("ads", script, *args, **{"DOTS": "0", **env})
 
 
 def _runs(proc: subprocess.CompletedProcess) -> list[list[str]]:
@@ -81,8 +77,6 @@ def _compose(setting: str, *overrides: str):
 
 
 def _budget(cfg) -> int:
-    from verl_ext.trainer.components import rollout_budget
-
     return rollout_budget(cfg)
 
 

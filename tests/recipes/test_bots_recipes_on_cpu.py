@@ -3,12 +3,11 @@ SPEC.md §1) land where verl reads them, every baseline composes and passes the 
 and the launchers build the right command (DRY_RUN=1). No training here (see tests/trainer)."""
 
 import functools
-import os
 import subprocess
 import sys
 
 import pytest
-from tests.recipes.recipes import RECIPES, ROOT, SCRIPTS, check_recipe, check_scripts, compose_recipe
+from tests.recipes.recipes import RECIPES, ROOT, SCRIPTS, check_recipe, check_scripts, compose_recipe, launch
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")
 
@@ -117,10 +116,8 @@ def test_cpu_argv_puts_hydra_flags_first():
     assert "trainer.device=cpu" in argv[5:-2]
 
 
-def _launch(script: str, *args: str, **env: str) -> subprocess.CompletedProcess:
-    environ = {k: v for k, v in os.environ.items() if k not in ("NNODES", "RAY_ADDRESS", "MODEL_PATH", "SWEEP")}
-    return subprocess.run(["bash", str(SCRIPTS / "bots" / script), *args], capture_output=True, text=True,
-                          timeout=60, env={**environ, "DRY_RUN": "1", **env}, cwd=ROOT)
+def _launch(script: str, *args: str, **env: str):
+    return launch("bots", script, *args, timeout=60, **env)
 
 
 @pytest.mark.parametrize("setting", sorted(SETTINGS))

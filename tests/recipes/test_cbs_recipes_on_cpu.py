@@ -9,7 +9,9 @@ import os
 import subprocess
 
 import pytest
-from tests.recipes.recipes import RECIPES, ROOT, SCRIPTS, check_recipe, check_scripts, compose_recipe
+from tests.recipes.recipes import (
+    RECIPES, ROOT, SCRIPTS, check_recipe, check_scripts, compose_recipe, launch, rollout_budget,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")
 
@@ -40,12 +42,8 @@ PAPER_SETTING = "qwen3-4b-base"  # the ablations' and the buffer sweep's model (
 BUFFERS = (1024, 2048, 3072, 4096, 5120)
 
 
-def _launch(script: str, *args: str, **env: str) -> subprocess.CompletedProcess:
-    drop = ("DATA_DIR", "OUT_DIR", "NNODES", "GPUS_PER_NODE", "RAY_ADDRESS", "MODEL_PATH", "EXPERIMENT_NAME", "SWEEP",
-            "OBJECTIVES", "FILTERS", "BUFFERS", "FORCE", "ALLOW_OVERLAP", "NUM_LAYERS", "POOL")
-    environ = {k: v for k, v in os.environ.items() if k not in drop and not k.endswith("_INPUT")}
-    return subprocess.run(["bash", str(SCRIPTS / "cbs" / script), *args], capture_output=True, text=True,
-                          timeout=120, env={**environ, "DRY_RUN": "1", **env}, cwd=ROOT)
+def _launch(script: str, *args: str, **env: str):
+    return launch("cbs", script, *args, **env)
 
 
 def _runs(proc: subprocess.CompletedProcess) -> list[list[str]]:
@@ -74,8 +72,6 @@ def _compose(setting: str, *overrides: str):
 
 
 def _budget(cfg) -> int:
-    from verl_ext.trainer.components import rollout_budget
-
     return rollout_budget(cfg)
 
 

@@ -4,11 +4,12 @@ and passes the axes' and verl's checks, and the launchers build the right comman
 No training here (scripts/coba/cpu_embedded.sh runs the CPU preset)."""
 
 import functools
-import os
 import subprocess
 
 import pytest
-from tests.recipes.recipes import RECIPES, ROOT, SCRIPTS, check_recipe, check_scripts, compose_recipe
+from tests.recipes.recipes import (
+    RECIPES, ROOT, SCRIPTS, check_recipe, check_scripts, compose_recipe, launch, rollout_budget,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")
 
@@ -37,8 +38,6 @@ def _compose(setting: str, *overrides: str):
 
 
 def _budget(cfg) -> int:
-    from verl_ext.trainer.components import rollout_budget
-
     return rollout_budget(cfg)
 
 
@@ -99,12 +98,8 @@ def test_cpu_preset_composes_for_the_cpu():
     check_recipe(cfg)
 
 
-def _launch(script: str, *args: str, **env: str) -> subprocess.CompletedProcess:
-    drop = ("DATA_DIR", "OUT_DIR", "NNODES", "GPUS_PER_NODE", "RAY_ADDRESS", "MODEL_PATH", "EXPERIMENT_NAME", "SWEEP",
-            "BASELINES", "ALLOCATORS", "BUDGETS", "FORCE")
-    environ = {k: v for k, v in os.environ.items() if k not in drop}
-    return subprocess.run(["bash", str(SCRIPTS / "coba" / script), *args], capture_output=True, text=True,
-                          timeout=60, env={**environ, "DRY_RUN": "1", **env}, cwd=ROOT)
+def _launch(script: str, *args: str, **env: str):
+    return launch("coba", script, *args, timeout=60, **env)
 
 
 def _runs(proc: subprocess.CompletedProcess) -> list[list[str]]:
