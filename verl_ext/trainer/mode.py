@@ -117,6 +117,11 @@ def step_budget(budget: int, tasks: int, batch: int) -> int:
     return budget if tasks == batch else max(tasks, round(budget * tasks / batch))
 
 
+def _token_mean(values: torch.Tensor, mask: torch.Tensor) -> np.ndarray:
+    """Per row, the mean of ``values`` over its response tokens (``mask``), float64."""
+    return ((values.float() * mask).sum(-1) / mask.sum(-1).clamp(min=1)).numpy().astype(np.float64)
+
+
 def _as_list(value) -> list:
     return value.tolist() if hasattr(value, "tolist") else list(value)
 
@@ -221,22 +226,24 @@ class DataSelectionTrainer(PPOTrainerSync):
     def _compute_advantage(self, batch, metrics):
         batch = super()._compute_advantage(batch, metrics)
         step = self._step
-        step.keys = self._canonical_order([k for k, t in zip(batch.keys, batch.tags) if not t.get("is_padding", False)],
-                                          batch.partition_id)
+        keys = [k for k, t in zip(batch.keys, batch.tags) if not t.get("is_padding", False)]
         token_fields = ["rm_scores", "advantages", "response_mask"] + [
-            f for f in ("old_log_probs",) if f in (batch.fields or ())]
-        data = tq.kv_batch_get(keys=step.keys, partition_id=batch.partition_id, select_fields=["index", *token_fields])
-        index = np.array(_as_list(data["index"]), dtype=np.int64)
-        dense = data.select(*token_fields).to_padded_tensor()
+            f for f in ("old_log_probs", "entropy") if f in (batch.fields or ())]
+        data = tq.kv_batch_get(keys=keys, partition_id=batch.partition_id,
+                               select_fields=["index", "responses", *token_fields])
+        order = self._canonical_order(keys, data["responses"])
+        step.keys = [keys[i] for i in order]
+        index = np.array(_as_list(data["index"]), dtype=np.int64)[order]
+        dense = data.select(*token_fields).to_padded_tensor()[torch.from_numpy(order)]
         mask = dense["response_mask"].float()
         length = mask.sum(-1)
         reward = dense["rm_scores"].float().sum(-1).numpy().astype(np.float64)
-        advantage = ((dense["advantages"].float() * mask).sum(-1) / length.clamp(min=1)).numpy().astype(np.float64)
+        advantage = _token_mean(dense["advantages"], mask)
         group = np.unique([k.rsplit("_", 2)[0] for k in step.keys], return_inverse=True)[1]
         results = StepResults.from_rewards(index, reward)
-        entropy = self._old_entropy(batch.partition_id, step.keys) if "entropy" in (batch.fields or ()) else None
+        entropy = _token_mean(dense["entropy"], mask) if "entropy" in token_fields else None
         if "old_log_probs" in token_fields:
-            step.old_log_prob = ((dense["old_log_probs"].float() * mask).sum(-1) / length.clamp(min=1)).numpy()
+            step.old_log_prob = _token_mean(dense["old_log_probs"], mask)
         step.view = RolloutView(index, group.astype(np.int64), reward, advantage, length.numpy().astype(np.int64),
                                 entropy, int(self.config.data.max_response_length),
                                 rollout_ids(self.global_steps, len(step.keys)))
@@ -261,14 +268,14 @@ class DataSelectionTrainer(PPOTrainerSync):
             "rollout_filter": self.axes.rollout_filter.metrics()}))
         return batch
 
-    def _canonical_order(self, keys: list[str], partition_id: str) -> list[str]:
-        """Rollout keys by selected task, then by response tokens: positions, hence rollout ids and every filter
-        decision, depend neither on the order in which generations finished nor on which sample slot a response
-        landed in (a seeded rollout reproduces a prompt's responses, not their slots)."""
+    def _canonical_order(self, keys: list[str], responses: torch.Tensor) -> np.ndarray:
+        """The order of ``keys`` by selected task, then by response tokens: positions, hence rollout ids and every
+        filter decision, depend neither on the order in which generations finished nor on which sample slot a
+        response landed in (a seeded rollout reproduces a prompt's responses, not their slots)."""
         task_of = {u: i for i, u in enumerate(self._step.uids)}
-        responses = tq.kv_batch_get(keys=keys, partition_id=partition_id, select_fields=["responses"])["responses"]
         tokens = [r.numpy().tobytes() for r in (responses.unbind() if responses.is_nested else responses)]
-        return [k for _, _, k in sorted(zip([task_of[k.rsplit("_", 2)[0]] for k in keys], tokens, keys))]
+        rank = sorted(range(len(keys)), key=lambda i: (task_of[keys[i].rsplit("_", 2)[0]], tokens[i], keys[i]))
+        return np.array(rank, dtype=np.int64)
 
     def _sync_replay(self, batch: KVBatchMeta, step: _Step) -> None:
         """Put the rollouts the filter replays into this step's partition (fresh keys, stored fields), then
@@ -389,8 +396,7 @@ class DataSelectionTrainer(PPOTrainerSync):
     def _old_entropy(self, partition_id: str, keys: list[str]) -> np.ndarray:
         dense = tq.kv_batch_get(keys=keys, partition_id=partition_id,
                                 select_fields=["entropy", "response_mask"]).to_padded_tensor()
-        mask = dense["response_mask"].float()
-        return ((dense["entropy"].float() * mask).sum(-1) / mask.sum(-1).clamp(min=1)).numpy().astype(np.float64)
+        return _token_mean(dense["entropy"], dense["response_mask"].float())
 
     # ------------------------------------------------------------------ records and state
     def _compute_metrics(self, batch, metrics, timing_raw, global_steps, epoch):
