@@ -4,7 +4,7 @@
         [--model PATH|embedded|embedded:K] [--embedder policy|minilm|PATH] \\
         [--solution-field extra_info.solution|worked] [--clusters 64] [--pca-dims 128] [--seed 42] \\
         [--prefix P] [--max-length 4096] [--batch-size 16] [--chunk-size 256] [--device auto|cpu|cuda] \\
-        [--dtype auto|fp32|bf16] [--cache-dir DIR] [--summary FILE] [--plot FILE] [--overwrite]
+        [--dtype auto|fp32|bf16] [--cache-dir DIR] [--summary FILE] [--plot FILE] [--embeddings FILE] [--overwrite]
 
 Each row is read as ``Question: {question}\\nAnswer: {solution}``: the question is the text of the prompt's
 last user message (instruction suffix kept, system messages dropped), the solution the reference solution
@@ -24,8 +24,11 @@ Embeddings are L2-normalised, reduced by PCA to ``min(--pca-dims, rows, features
 scikit-learn's K-Means (``--clusters``, seed 42, 10 inits). Within each cluster rows are ranked by
 difficulty, easiest first (ties by row). The output is the input, same rows and order, with
 ``extra_info.{P}cluster_id``, ``{P}rank_in_cluster``, ``{P}cluster_size`` and ``{P}difficulty`` added
-(``P`` = ``--prefix``); next to it ``OUT_STEM.{P}clusters.json`` (sizes, mean difficulty per cluster) and
-``OUT_STEM.{P}clusters.png`` (2-D PCA projection by cluster; cluster sizes by mean difficulty).
+(``P`` = ``--prefix``); next to it ``OUT_STEM.{P}clusters.json`` (sizes, mean difficulty per cluster),
+``OUT_STEM.{P}clusters.png`` (2-D PCA projection by cluster; cluster sizes by mean difficulty) and
+``OUT_STEM.{P}embeddings.npy``: the space K-Means clustered in (the L2-normalised embeddings after PCA, float32),
+one row per ``extra_info.index`` (row ``i`` = the prompt with index ``i``, NaN rows for indices absent from the
+file), which ``selector=dots`` reads as its ``embedding_file`` (DOTS+RR).
 
 Resumable: model outputs are cached per chunk of ``--chunk-size`` rows under ``--cache-dir`` (default
 ``.ads_cache`` next to the output), keyed by the model (path, config, file sizes), the texts fed to it and
@@ -61,6 +64,7 @@ WORKED = "worked"
 EMBEDDERS = ("policy", "minilm")
 NLL_SLICE = 2048  # solution positions whose logits are materialised at once
 CACHE_VERSION = 1
+CLUSTER_CACHE_VERSION = 2  # 2: the PCA space is stored too (the embeddings file)
 
 
 class Interrupted(RuntimeError):
@@ -87,6 +91,7 @@ class Settings:
     cache_dir: str | None = None
     summary: str | None = None
     plot: str | None = None
+    embeddings: str | None = None
     overwrite: bool = False
     stop_after_chunks: int | None = None  # testing / time-boxed jobs: stop after computing this many chunks
 
@@ -389,8 +394,15 @@ def cluster(embeddings: np.ndarray, k: int, pca_dims: int, seed: int, n_init: in
     km = KMeans(n_clusters=k, random_state=seed, n_init=n_init).fit(z)
     _, labels = np.unique(km.labels_, return_inverse=True)
     proj = z[:, :2] if dims >= 2 else np.column_stack([z[:, 0], np.zeros(len(z))])
-    return {"labels": labels.astype(np.int64), "proj": proj, "pca_dims": np.array(dims),
+    return {"labels": labels.astype(np.int64), "proj": proj, "space": z.astype(np.float32), "pca_dims": np.array(dims),
             "explained_variance": np.array(pca.explained_variance_ratio_.sum()), "inertia": np.array(km.inertia_)}
+
+
+def embedding_table(index: np.ndarray, space: np.ndarray) -> np.ndarray:
+    """``[max index + 1, D]`` float32, row ``index[r]`` = ``space[r]``; rows of indices not in the file are NaN."""
+    table = np.full((int(index.max()) + 1, space.shape[1]), np.nan, dtype=np.float32)
+    table[index] = space
+    return table
 
 
 def rank_in_clusters(labels: np.ndarray, difficulty: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -495,7 +507,8 @@ def run(s: Settings) -> dict:
     timings["embedding_s"] = round(time.time() - t, 2)
 
     t = time.time()
-    key = _digest({"embeddings": hashlib.sha256(np.ascontiguousarray(embeddings).tobytes()).hexdigest(),
+    key = _digest({"version": CLUSTER_CACHE_VERSION,
+                   "embeddings": hashlib.sha256(np.ascontiguousarray(embeddings).tobytes()).hexdigest(),
                    "k": s.clusters, "pca_dims": s.pca_dims, "seed": s.seed, "n_init": s.n_init})
     cluster_file = root / f"clusters-{key[:16]}.npz"
     if cluster_file.is_file():
@@ -519,6 +532,7 @@ def run(s: Settings) -> dict:
     stem = out.with_suffix("")
     summary_path = Path(s.summary) if s.summary else Path(f"{stem}.{s.prefix}clusters.json")
     plot_path = Path(s.plot) if s.plot else Path(f"{stem}.{s.prefix}clusters.png")
+    embeddings_path = Path(s.embeddings) if s.embeddings else Path(f"{stem}.{s.prefix}embeddings.npy")
     k = int(labels.max()) + 1
     per_cluster = []
     for c in range(k):
@@ -536,9 +550,11 @@ def run(s: Settings) -> dict:
         "difficulty_mean": float(difficulty.mean()), "cluster_size_min": min(c["size"] for c in per_cluster),
         "cluster_size_max": max(c["size"] for c in per_cluster), "per_cluster": per_cluster,
         "chunks": counts, "timings": {**timings, "total_s": round(time.time() - t0, 2)}, "settings": asdict(s),
-        "plot": str(plot_path),
+        "plot": str(plot_path), "embeddings": str(embeddings_path),
     }
     summary_path.parent.mkdir(parents=True, exist_ok=True)
+    embeddings_path.parent.mkdir(parents=True, exist_ok=True)
+    np.save(embeddings_path, embedding_table(np.array([r["extra_info"]["index"] for r in rows]), found["space"]))
     summary_path.write_text(json.dumps(summary, indent=2) + "\n")
     plot(plot_path, found["proj"], labels, difficulty,
          f"ADS clusters of {Path(s.input).name}: embeddings {embed_meta['embedder']} ({Path(embed_meta['model']).name}), "
@@ -569,6 +585,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache-dir", help="default: OUT's folder/.ads_cache")
     parser.add_argument("--summary", help="default: OUT_STEM.{prefix}clusters.json")
     parser.add_argument("--plot", help="default: OUT_STEM.{prefix}clusters.png")
+    parser.add_argument("--embeddings", help="default: OUT_STEM.{prefix}embeddings.npy (selector=dots embedding_file)")
     parser.add_argument("--overwrite", action="store_true", help="replace existing cluster columns of this prefix")
     parser.add_argument("--stop-after-chunks", type=int, help="compute at most N new chunks, then stop (rerun resumes)")
     settings = Settings(**{k.replace("-", "_"): v for k, v in vars(parser.parse_args(argv)).items()})
@@ -579,7 +596,7 @@ def main(argv: list[str] | None = None) -> int:
         return 3 if isinstance(e, Interrupted) else 2
     print(f"train: {summary['output']} ({summary['rows']} rows, {summary['clusters']} clusters, "
           f"columns {', '.join(summary['columns'])})")
-    print(f"summary: {summary['summary']}\nplot: {summary['plot']}")
+    print(f"summary: {summary['summary']}\nplot: {summary['plot']}\nembeddings: {summary['embeddings']}")
     for step, c in summary["chunks"].items():
         done = c if isinstance(c, str) else f"{c['computed']} chunks computed, {c['reused']} reused"
         print(f"  {step}: {done}")

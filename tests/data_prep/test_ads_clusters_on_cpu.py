@@ -74,6 +74,24 @@ def test_policy_run_writes_columns_summary_and_plot(arithmetic, policy_run):
     assert Path(summary["plot"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_embeddings_file_is_the_clustered_space_by_index(policy_run):
+    """``OUT_STEM.embeddings.npy`` (selector=dots's embedding_file): row ``extra_info.index`` = the row's PCA
+    coordinates, in which every row is nearer its own K-Means centre than any other cluster's centre."""
+    out, summary = policy_run
+    rows = read_rows(out)
+    table = np.load(summary["embeddings"])
+    index = np.array([r["extra_info"]["index"] for r in rows])
+    assert Path(summary["embeddings"]) == out.with_suffix(".embeddings.npy")
+    assert table.shape == (index.max() + 1, N_ROWS) and table.dtype == np.float32  # PCA dims = min(128, rows, 576)
+    absent = np.setdiff1d(np.arange(len(table)), index)
+    assert np.isnan(table[absent]).all() and np.isfinite(table[index]).all()
+    labels = np.array([r["extra_info"]["cluster_id"] for r in rows])
+    space = table[index].astype(np.float64)
+    centres = np.stack([space[labels == c].mean(0) for c in range(K)])
+    nearest = np.argmin(((space[:, None] - centres[None]) ** 2).sum(-1), axis=1)
+    assert (nearest == labels).all()
+
+
 def test_difficulty_and_embedding_match_a_hand_computation(arithmetic, policy_run):
     """Row 5 alone through the full causal LM: mean NLL of `` {solution}`` after ``Question: ...\\nAnswer:``,
     and the mean of the last hidden states over the whole sequence (the run batched and padded it)."""
