@@ -187,24 +187,34 @@ def test_filter_chain_runs_each_filter_on_what_the_previous_kept():
         build_filter({"name": "keep_all"}, 0, [{"name": "dapo_dynamic", "oversampling": 3}])
 
 
-def test_replay_fifo_stores_informative_rollouts_and_replays_a_fraction():
+def test_replay_fifo_stores_informative_groups_and_replays_a_fraction_of_groups():
+    """DOTS+RR's buffer by group: mixed-reward groups kept, a task's newest group replacing its older one (even an
+    uninformative one), the newest ``capacity`` groups, ``fraction / (1 - fraction) x`` fresh groups replayed."""
     from verl_ext.axes import RolloutView, build_filter
     from verl_ext.axes.types import rollout_ids
 
-    def view(step):  # 8 rollouts, the first 4 informative
-        adv = np.array([1.0, -1.0, 0.5, -0.5, 0, 0, 0, 0])
-        return RolloutView(np.arange(8), np.repeat([0, 1], 4), adv, adv, np.full(8, 5), None, 8, rollout_ids(step, 8))
+    def view(step, tasks, rewards):  # one group of 2 rollouts per task
+        reward = np.array(rewards, dtype=float)
+        return RolloutView(np.repeat(tasks, 2), np.repeat(np.arange(len(tasks)), 2), reward, reward - 0.5,
+                           np.full(len(reward), 5), None, 8, rollout_ids(step, len(reward)))
 
-    f = build_filter({"name": "replay_fifo", "capacity": 6, "fraction": 0.5}, 0)
+    def group(step, g):
+        return rollout_ids(step, 2 * g + 2)[2 * g:].tolist()
+
+    f = build_filter({"name": "replay_fifo", "capacity": 3, "fraction": 0.5}, 0)
     assert f.replays
-    assert f.select(1, view(1)).tolist() == list(range(8)) and len(f.replay()) == 0  # nothing stored yet
-    assert f.stored().tolist() == rollout_ids(1, 8)[:4].tolist()
-    assert f.select(2, view(2)).tolist() == list(range(8))
-    assert sorted(f.replay().tolist()) == rollout_ids(1, 8)[:4].tolist()  # wants 8, the buffer had 4
-    assert f.stored().tolist() == np.concatenate([rollout_ids(1, 8)[2:4], rollout_ids(2, 8)[:4]]).tolist()  # FIFO
-    g = build_filter({"name": "replay_fifo", "capacity": 6, "fraction": 0.2}, 0)
+    # step 1: tasks 10 (mixed), 11 (all right), 12 (mixed), 13 (all wrong)
+    assert f.select(1, view(1, [10, 11, 12, 13], [1, 0, 1, 1, 0, 1, 0, 0])).tolist() == list(range(8))
+    assert len(f.replay()) == 0  # nothing stored before the step
+    assert sorted(f.stored().tolist()) == sorted(group(1, 0) + group(1, 2))
+    # step 2: task 12 again (now all right: its stored group leaves), 14 and 15 mixed, 16 mixed
+    f.select(2, view(2, [12, 14, 15, 16], [1, 1, 0, 1, 1, 0, 1, 0]))
+    assert sorted(f.replay().tolist()) == sorted(group(1, 0) + group(1, 2))  # wants 4 groups, had 2, both whole
+    assert sorted(f.stored().tolist()) == sorted(group(2, 1) + group(2, 2) + group(2, 3))  # capacity 3: 10 evicted
+    g = build_filter({"name": "replay_fifo", "capacity": 3, "fraction": 0.2}, 0)
     g.load_state_dict(f.state_dict())
-    g.select(3, view(3))
-    assert len(g.replay()) == 2 and set(g.replay().tolist()) <= set(f.stored().tolist())  # round(0.25 * 8)
+    g.select(3, view(3, [20, 21, 22, 23], [0, 0] * 4))
+    replayed = g.replay().tolist()
+    assert len(replayed) == 2 and replayed in (group(2, 1), group(2, 2), group(2, 3))  # round(0.25 x 4) = 1 group
     with pytest.raises(ValueError, match="fraction"):
         build_filter({"name": "replay_fifo", "fraction": 1.0}, 0)

@@ -1,14 +1,20 @@
-"""Rollout replay of DOTS+RR (the ADS paper's baseline; Sun et al. 2025, "rollout replay"): a FIFO buffer of recent
-informative rollouts, part of each actor update drawn from it at random.
+"""Rollout replay of DOTS+RR (the ADS paper's baseline; Sun et al. 2025, arXiv 2506.05316, "RR"): a FIFO buffer
+of recent informative groups, part of each actor update replayed from it.
 
-Every rollout of the step trains; rollouts with a non-zero advantage enter the buffer (the newest ``capacity``
-are kept), and ``fraction`` of the update's rows are replayed from what earlier steps stored:
-``round(fraction / (1 - fraction) * fresh)`` of them, uniformly without replacement, fewer when the buffer holds
-fewer. Replayed rollouts train with their stored old log-probs (an off-policy ratio) and generation-time
-advantages (:mod:`verl_ext.trainer.replay`). **[decision]** the paper's method section was not available here:
-the informative-only buffer, uniform sampling and the default fraction are reconstructed, not checked against the
-authors' code; the paper generates ``(1 - fraction) x`` the prompts of a batch, which is ``data.train_batch_size``
-here. Composes with any selector: ``selector=dots rollout_filter=replay_fifo``.
+As the authors' trainer does (``rl_training/verl/verl/trainer/ppo/ray_trainer.py``, ``select_buffer``), by
+**group** (a prompt's rollouts of one step): every rollout of the step trains; the step's groups enter the buffer
+keyed by task, a task's newest group replacing its older one; groups whose rewards are all equal (all right or all
+wrong: no GRPO signal) are not kept; the newest ``capacity`` groups stay. Before the step's groups enter, ``round(
+fraction / (1 - fraction) x fresh groups)`` groups are drawn from the buffer uniformly without replacement (fewer
+when it holds fewer) and replayed with all their rollouts, so replayed groups always come from earlier steps.
+With ``fraction = 1 - σ`` and ``data.train_batch_size = σ B`` the update holds ``B`` groups of which ``σ B`` were
+generated this step: the paper's σ = 0.5.
+
+Replayed rollouts train with their stored old log-probs and generation-time advantages
+(:mod:`verl_ext.trainer.replay`): the ratio is taken against the generating policy μ and clipped around it.
+**[decision]** the authors' loss instead recomputes π_old for the replayed rows and clips π_θ/π_old, weighted by
+π_old/μ (verl's "decoupled" rollout correction); not implemented here. Composes with any selector:
+``selector=dots rollout_filter=replay_fifo``.
 """
 
 from __future__ import annotations
@@ -24,11 +30,11 @@ from verl_ext.axes.types import RolloutView
 
 @dataclass(frozen=True)
 class ReplayFifoFilterConfig:
-    """A buffer of the latest ``capacity`` informative rollouts; ``fraction`` of each update replayed from it."""
+    """A buffer of the latest ``capacity`` informative groups; ``fraction`` of each update's groups replayed."""
 
     name: str = "replay_fifo"
-    capacity: int = 2048
-    fraction: float = 0.5
+    capacity: int = 128  # groups; the authors' buffer holds one training batch of prompts (512 of 512)
+    fraction: float = 0.5  # replayed share of the update's groups (1 - σ)
 
     def __post_init__(self):
         if self.capacity < 1 or not 0.0 <= self.fraction < 1.0:
@@ -42,7 +48,7 @@ class ReplayFifoFilter(RolloutFilter):
     def __init__(self, config: ReplayFifoFilterConfig, seed: int):
         super().__init__(config, seed)
         self.rng = np.random.default_rng(seed)
-        self.ids = np.zeros(0, dtype=np.int64)  # oldest first
+        self.groups: dict[int, np.ndarray] = {}  # task index -> rollout ids of its newest stored group, oldest first
         self._replay = np.zeros(0, dtype=np.int64)
         self._metrics: dict[str, float] = {}
 
@@ -50,26 +56,41 @@ class ReplayFifoFilter(RolloutFilter):
         if rollouts.rollout_id is None:
             raise ValueError("rollout_filter=replay_fifo needs stable rollout ids (RolloutView.rollout_id)")
         c = self.config
-        want = int(round(c.fraction / (1.0 - c.fraction) * len(rollouts)))
-        k = min(want, len(self.ids))
-        self._replay = np.sort(self.rng.choice(self.ids, size=k, replace=False)) if k else np.zeros(0, np.int64)
-        informative = rollouts.rollout_id[rollouts.advantage != 0]
-        self.ids = np.concatenate([self.ids, informative])[-c.capacity:]
-        self._metrics = {"buffer": float(len(self.ids)), "replayed": float(k), "stored_now": float(len(informative))}
+        group_ids, first = np.unique(rollouts.group, return_index=True)
+        want = int(round(c.fraction / (1.0 - c.fraction) * len(group_ids)))
+        tasks = np.array(list(self.groups), dtype=np.int64)
+        k = min(want, len(tasks))
+        picked = self.rng.choice(tasks, size=k, replace=False) if k else np.zeros(0, np.int64)
+        self._replay = np.sort(np.concatenate([self.groups[int(t)] for t in picked])) if k else np.zeros(0, np.int64)
+        stored_now = 0
+        for g in group_ids[np.argsort(first)]:  # the step's groups in rollout order
+            members = np.flatnonzero(rollouts.group == g)
+            task = int(rollouts.task_index[members[0]])
+            self.groups.pop(task, None)  # the newest group of a task replaces the older one, informative or not
+            if np.ptp(rollouts.reward[members]) > 0:
+                self.groups[task] = rollouts.rollout_id[members].astype(np.int64)
+                stored_now += 1
+        while len(self.groups) > c.capacity:
+            self.groups.pop(next(iter(self.groups)))
+        self._metrics = {"buffer_groups": float(len(self.groups)), "replayed_groups": float(k),
+                         "replayed": float(len(self._replay)), "stored_now_groups": float(stored_now)}
         return np.arange(len(rollouts))
 
     def replay(self) -> np.ndarray:
         return self._replay.copy()
 
     def stored(self) -> np.ndarray:
-        return self.ids.copy()
+        return np.concatenate([np.zeros(0, np.int64), *self.groups.values()])
 
     def metrics(self) -> dict[str, float]:
         return dict(self._metrics)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"ids": self.ids.copy(), "replay": self._replay.copy(), "rng": self.rng.bit_generator.state}
+        return {"tasks": np.array(list(self.groups), dtype=np.int64),
+                "groups": [ids.copy() for ids in self.groups.values()], "replay": self._replay.copy(),
+                "rng": self.rng.bit_generator.state}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.ids, self._replay = np.array(state["ids"], dtype=np.int64), np.array(state["replay"], dtype=np.int64)
+        self.groups = {int(t): np.array(ids, dtype=np.int64) for t, ids in zip(state["tasks"], state["groups"])}
+        self._replay = np.array(state["replay"], dtype=np.int64)
         self.rng.bit_generator.state = state["rng"]
