@@ -50,6 +50,29 @@ def test_attention_prediction_matches_hand_computation():
     assert attention_predict(np.ones((1, 2)), np.eye(2), np.array([0.0, 1.0]), 1.0)[0] == pytest.approx(0.5)
 
 
+def test_linear_recalibration_is_least_squares_on_the_reference_set():
+    """After an update the predictions are ``a d̂ + c`` with the line scikit-learn fits on the reference prompts'
+    own attention predictions (each attends to the whole reference set, itself included)."""
+    from sklearn.linear_model import LinearRegression
+
+    pool, truth = clustered_pool()
+    sel = build_selector({"name": "dots", "reference_size": 12, "attention_temperature": 0.5}, pool, 3)
+    raw = build_selector({"name": "dots", "reference_size": 12, "attention_temperature": 0.5, "calibrate": False},
+                         pool, 3)
+    for s in (sel, raw):
+        tasks = s.select(1, 20)
+        s.update(1, results_for(tasks, truth[pool.positions(tasks)]))
+    keys = raw.key_positions
+    fit = LinearRegression().fit(raw.predict(keys)[:, None], raw.key_difficulty)
+    assert sel.line == pytest.approx([fit.coef_[0], fit.intercept_])
+    np.testing.assert_allclose(sel.predict(), fit.predict(raw.predict()[:, None]))
+    assert sel.metrics()["calibration_slope"] == pytest.approx(fit.coef_[0])
+    flat = build_selector({"name": "dots", "reference_size": 2}, pool_with(np.ones((5, 2))), 0)
+    flat.select(1, 3)
+    flat.update(1, results_for(pool_with(np.ones((5, 2))).index[flat.reference], [0.0, 1.0]))
+    assert flat.line.tolist() == [0.0, 0.5]  # one distinct prediction: flat at the mean
+
+
 def clustered_pool(groups=4, per_group=25, dim=8, seed=0):
     """groups of prompts around orthogonal directions; group g has true pass rate g / (groups - 1)."""
     rng = np.random.default_rng(seed)

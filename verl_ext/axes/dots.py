@@ -1,47 +1,42 @@
 """DOTS: difficulty-targeted online data selection (Sun et al. 2025, arXiv 2506.05316), the selector half of
-the "DOTS+RR" baseline of ADS (SPEC.md §4).
+the "DOTS+RR" baseline of ADS (SPEC.md §4), checked against the authors' code (ASTRAL-Group/data-efficient-llm-rl,
+``rl_training/verl/verl/trainer/ppo/ray_trainer.py`` = RT, ``.../ppo/teacher_utils.py`` = TU).
 
-Method (tags as in SPEC.md: **[paper]** stated in the paper, **[decision]** reconstructed or chosen here):
+Tags: **[paper]** the paper / the authors' code, **[decision]** chosen here.
 
-* **Adaptive difficulty [paper]** of prompt ``q`` under the current policy: ``d_q = 1 − pass rate`` over its
-  ``G`` rollouts (the paper writes ``d_q = (1/G) Σ_i (1 − r_i)``; here ``pass rate = StepResults.per_task()``,
-  successes = reward ≥ 1, identical for binary rewards).
-* **Attention-based prediction [paper]**: only a small *reference set* ``R`` is rolled out to measure
-  ``d_j``; every other prompt's difficulty is the attention-weighted average of the reference difficulties,
-  ``d̂_q = Σ_{j∈R} a_qj d_j``, ``a_qj = exp(s(z_q, z_j)/τ_a) / Σ_{k∈R} exp(s(z_q, z_k)/τ_a)``.
-  [decision] The paper's embeddings come from a frozen LLM encoder with a small adapter trained offline and a
-  scaled dot product (plus a calibration step); this project's preprocessing stores no embedding model, so
-  ``z`` is a fixed vector per prompt read from the data (an ``extra_info`` list column, default
-  ``embedding``, or a ``.npy`` file whose row ``i`` is the prompt with ``extra_info.index == i``), the
-  similarity ``s`` is cosine (``similarity=cosine``, default) or the plain dot product
-  (``similarity=dot``, e.g. for an adapter's outputs stored in the column), and there is no adapter and no
-  calibration. ``attention_temperature`` τ_a = 0.1 by default [decision].
-* **Difficulty-targeted selection [paper]**: prompts of moderate difficulty (``d̂ ≈ 0.5``) carry the largest
-  GRPO gradient signal. Utility ``−|d̂_q − target|``; ``temperature = 0`` takes the prompts closest to
-  ``target``, ``temperature > 0`` draws without replacement from ``softmax(−|d̂ − target| / temperature)``
-  (Gumbel top-k). [decision] default ``temperature = 0.1`` (the paper samples around 0.5; its exact
-  temperature is not reproduced here).
-* **Reference set [paper]**: re-drawn uniformly at random every step. [decision] Its rollouts are part of
-  the step's batch (they train too, as in the paper, where reference rollouts are not wasted): ``select``
-  returns ``reference_size`` reference prompts followed by ``batch_size − reference_size`` targeted prompts,
-  disjoint, exactly ``batch_size`` in all. Because verl rolls the whole batch out at once, the targeted part
-  of step ``t`` is predicted from the reference measurements of step ``t − 1`` (one step stale; the paper
-  rolls the reference set out first and predicts in the same step); at the first step nothing has been
-  measured and the targeted part is uniform at random. With ``attend_to=batch`` every prompt measured at the
-  previous step (reference + targeted) serves as a key [decision; off by default: the targeted prompts are a
-  biased sample]. The paper's reference set has 256 prompts for its larger batches; ``reference_size``
-  defaults to 32 here (a quarter of the ADS rollout batch of 128) [decision].
+* **Adaptive difficulty [paper]** ``d_q = 1 − pass rate`` over the prompt's rollouts (the code works with the pass
+  rate itself; the linear calibration and the distance to 0.5 make the two equivalent). Pass rate =
+  ``StepResults.per_task()`` (successes = reward ≥ 1).
+* **Attention prediction [paper]** ``d̂_q = Σ_{j∈R} a_qj d_j``, ``a_qj = softmax_j(s(z_q, z_j) / τ_a)`` over the
+  measured reference prompts ``R`` (all of them: top_k null). The authors' ``z`` are frozen-LLM embeddings
+  (Qwen2.5-Math-1.5B-Instruct, mean-pooled last hidden states) passed through a trained adapter, with a scaled
+  dot product and τ_a = 1, then a trained calibration head (TU:101-153). [decision] No adapter or head is
+  trained here: ``z`` is a fixed vector per prompt read from the data (``python -m data_prep.ads_clusters``
+  writes the clustered PCA space as ``OUT_STEM.embeddings.npy``: ``embedding_file``; or an ``extra_info`` list
+  column), the similarity is cosine with τ_a = 0.1 (``similarity=dot`` for an adapter's outputs).
+* **Linear recalibration [paper]** (TU:256-269, ``calibrate=true``): each round a least-squares line
+  ``d ≈ a d̂ + c`` is fitted on the reference prompts' own predictions (each attends to the whole reference set,
+  itself included) and applied to every prediction, unclipped. With one distinct prediction the line is flat at
+  the mean (scikit-learn's LinearRegression there).
+* **Selection [paper]** utility ``−|d̂_q − target|``, target 0.5; ``temperature > 0`` draws without replacement
+  from ``softmax(−|d̂ − target| / temperature)`` (Gumbel top-k: no underflow), the authors' τ = 1e-3;
+  ``temperature = 0`` takes the closest. The first selection (nothing measured) is uniform.
+* **Reference set** re-drawn uniformly every step [paper]. [decision] The authors roll the reference set
+  (256 prompts) out first, with the current policy, use its rollouts only to measure, then predict and select in
+  the same round (RT:816-910; one round serves ``mu = 2`` steps). verl rolls a step's batch out at once, so here
+  the reference prompts are part of the step's batch and train too: ``select`` returns ``reference_size``
+  reference prompts followed by ``batch_size − reference_size`` targeted ones (disjoint), and the targeted part
+  of step ``t`` is predicted from the reference measured at step ``t − 1`` (one step stale, no extra
+  generation). ``attend_to=batch`` uses every prompt measured at the previous step as a key (off by default:
+  targeted prompts are a biased sample). ``reference_size`` defaults to 32, a quarter of ADS's 128 prompts.
 
 Not the same as ``selector=bots_dots`` (SPEC.md §1, :mod:`verl_ext.axes.bots`): that is BOTS's *proxy* for a
 DOTS-like setting — a Beta posterior per task fed only by implicit evidence interpolated between a weak and a
-strong model's offline pass-rate columns, with no embeddings and no reference set. This selector is the
-DOTS paper's own estimator: online reference rollouts + embedding-similarity attention.
+strong model's offline pass-rate columns, with no embeddings and no reference set.
 
-**DOTS+RR** = this selector composed with a replaying rollout filter (rollout replay, "RR": recent rollouts
-are reused so that only part of each batch is freshly generated), through the rollout-filter replay
-interface (:meth:`RolloutFilter.replay` / :meth:`RolloutFilter.stored`, see :class:`verl_ext.axes.cbs.CbsFilter`):
-``selector=dots rollout_filter=<replay filter>``. The selector needs nothing from the filter: it learns only
-from the step's fresh rollouts (:meth:`update`), never from replayed ones.
+**DOTS+RR** = this selector with the replaying rollout filter ``replay_fifo`` (:mod:`verl_ext.axes.replay_fifo`,
+the authors' group buffer) through the rollout-filter replay interface: ``selector=dots rollout_filter=replay_fifo``.
+The selector learns only from the step's fresh rollouts (:meth:`update`), never from replayed ones.
 """
 
 from __future__ import annotations
@@ -65,7 +60,8 @@ class DotsSelectorConfig:
     name: str = "dots"
     reference_size: int = 32  # |R|: reference prompts re-drawn each step, part of the batch
     target: float = 0.5  # adaptive difficulty aimed at
-    temperature: float = 0.1  # 0 = the prompts closest to target; > 0 = softmax(-|d̂ - target| / temperature) draws
+    temperature: float = 0.001  # 0 = the prompts closest to target; > 0 = softmax(-|d̂ - target| / temperature) draws
+    calibrate: bool = True  # the authors' per-round least-squares line from the reference set's own predictions
     attention_temperature: float = 0.1  # τ_a of the attention softmax over similarities
     similarity: str = "cosine"  # cosine | dot
     attend_to: str = "reference"  # keys of the attention: the last reference set, or the whole last batch
@@ -150,11 +146,16 @@ class DotsSelector(TaskSelector):
         self.reference = np.zeros(0, dtype=np.int64)  # positions of the last drawn reference set
         self.targeted = np.zeros(0, dtype=np.int64)  # positions of the last targeted prompts
         self.targeted_prediction = np.zeros(0, dtype=np.float64)  # their d̂ at selection (NaN: none)
+        self.line = np.array([1.0, 0.0])  # (a, c) of the calibration d ≈ a d̂ + c
         self._metrics: dict[str, float] = {}
 
     # ---------------------------------------------------------------- prediction
     def predict(self, positions: Optional[np.ndarray] = None) -> np.ndarray:
-        """``d̂`` of the tasks at ``positions`` (all when None) from the last measured keys; NaN before any."""
+        """Calibrated ``d̂`` of the tasks at ``positions`` (all when None) from the last measured keys; NaN before."""
+        a, c = self.line
+        return a * self._attend(positions) + c
+
+    def _attend(self, positions: Optional[np.ndarray]) -> np.ndarray:
         emb = self.embedding if positions is None else self.embedding[positions]
         if len(self.key_positions) == 0:
             return np.full(len(emb), np.nan)
@@ -162,6 +163,13 @@ class DotsSelector(TaskSelector):
         temp = self.config.attention_temperature
         return np.concatenate([attention_predict(emb[i:i + self.CHUNK], keys, self.key_difficulty, temp)
                                for i in range(0, len(emb), self.CHUNK)]) if len(emb) else np.zeros(0)
+
+    def _fit_line(self) -> None:
+        """Least squares ``key_difficulty ≈ a d̂ + c`` on the keys' own (self-inclusive) predictions."""
+        x, y = self._attend(self.key_positions), self.key_difficulty
+        var = np.var(x)
+        a = float(np.mean((x - x.mean()) * (y - y.mean())) / var) if var > 1e-12 else 0.0
+        self.line = np.array([a, float(y.mean() - a * x.mean())])
 
     # ---------------------------------------------------------------- selection
     def select(self, step: int, batch_size: int) -> np.ndarray:
@@ -215,8 +223,11 @@ class DotsSelector(TaskSelector):
         keep = np.ones(len(positions), bool) if self.config.attend_to == "batch" else np.isin(positions, self.reference)
         if np.any(keep):  # else (no reference prompt scored): keep the previous keys
             self.key_positions, self.key_difficulty = positions[keep], difficulty[keep].astype(np.float64)
+            if self.config.calibrate:
+                self._fit_line()
             metrics.update(reference_difficulty_mean=float(self.key_difficulty.mean()),
-                           reference_measured=float(keep.sum()))
+                           reference_measured=float(keep.sum()), calibration_slope=float(self.line[0]),
+                           calibration_intercept=float(self.line[1]))
         self._metrics.update(metrics)
 
     # ---------------------------------------------------------------- records and state
@@ -227,7 +238,7 @@ class DotsSelector(TaskSelector):
         return {"index": self.pool.index.copy(), "key_positions": self.key_positions.copy(),
                 "key_difficulty": self.key_difficulty.copy(), "reference": self.reference.copy(),
                 "targeted": self.targeted.copy(), "targeted_prediction": self.targeted_prediction.copy(),
-                "rng": self.rng.bit_generator.state}
+                "line": self.line.copy(), "rng": self.rng.bit_generator.state}
 
     def load_state_dict(self, state: dict) -> None:
         if not np.array_equal(np.asarray(state["index"]), self.pool.index):
@@ -238,4 +249,5 @@ class DotsSelector(TaskSelector):
         self.reference = np.array(state["reference"], dtype=np.int64)
         self.targeted = np.array(state["targeted"], dtype=np.int64)
         self.targeted_prediction = np.array(state["targeted_prediction"], dtype=np.float64)
+        self.line = np.array(state["line"], dtype=np.float64)
         self.rng.bit_generator.state = state["rng"]
