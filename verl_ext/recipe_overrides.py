@@ -3,8 +3,11 @@
 ``python -m verl_ext.recipe_overrides GROUP SETTING OBJECTIVE AXIS CHOICE [--value KEY]`` prints, one per line, the
 leaves of ``recipe.objectives.OBJECTIVE`` in ``recipes/GROUP/SETTING.yaml`` (with the files its defaults list names),
 then the component's settings under ``AXIS.``: for ``rollout_filter``, ``recipe.schedulers.OBJECTIVE.NAME`` (NAME =
-the chosen preset's ``name``: CBS's per-objective Table 4); for ``selector``, ``recipe.selectors.CHOICE``. With
-``--value KEY`` it prints the component's effective KEY instead. Unknown names exit 2 with the known ones listed.
+the chosen preset's ``name``: CBS's per-objective Table 4); for ``selector``, ``recipe.selectors.CHOICE``, whose
+``rollout_filter`` entry (``name`` + settings), when present, chooses the filter the selector runs with
+(``rollout_filter=NAME`` then its settings: DOTS+RR's replay) and whose ``with`` entry holds other config leaves it
+runs with (``data.train_batch_size``), printed as they are. With ``--value KEY`` it prints the component's
+effective KEY instead. Unknown names exit 2 with the known ones listed.
 Used by ``scripts/common.sh`` (``objective_train``).
 """
 
@@ -66,8 +69,16 @@ def settings(root: Path, group: str, setting: str, objective: str, axis: str, ch
     if axis == "rollout_filter":
         own = ((recipe.get("schedulers") or {}).get(objective) or {}).get(preset["name"]) or {}
     else:
-        own = (recipe.get("selectors") or {}).get(choice) or {}
+        own = dict((recipe.get("selectors") or {}).get(choice) or {})
     lines = [f"{k}={text(v)}" for k, v in leaves(recipe["objectives"][objective] or {})]
+    companion = own.pop("rollout_filter", None) if axis == "selector" else None
+    if companion is not None:
+        if not isinstance(companion, dict) or "name" not in companion:
+            raise SystemExit(f"recipes/{group}/{setting}.yaml: recipe.selectors.{choice}.rollout_filter needs a name")
+        companion = dict(companion)
+        lines.append(f"rollout_filter={companion.pop('name')}")
+        lines += [f"rollout_filter.{k}={text(v)}" for k, v in leaves(companion)]
+    lines += [f"{k}={text(v)}" for k, v in leaves((own.pop("with", None) or {}) if axis == "selector" else {})]
     return lines + [f"{axis}.{k}={text(v)}" for k, v in leaves(own)], {**preset, **own}
 
 
