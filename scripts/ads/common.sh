@@ -2,12 +2,12 @@
 #   python -m verl_ext.main --config-dir recipes +ads=SETTING <paths, cluster size> +objective=OBJECTIVE \
 #     selector=SELECTOR <the recipe's settings for both> "$@"
 # OBJECTIVE: grpo (default) | dapo | gspo (verl_ext/config/objective); SELECTOR: ads (default) | ads_no_inter |
-# ads_no_intra | uniform (the objective alone) | dots (DOTS+RR, once verl_ext/config/selector/dots.yaml exists).
+# ads_no_intra | uniform (the objective alone) | dots (DOTS+RR: recipe.selectors.dots brings its replay filter and its fresh batch).
 # The settings for both come from recipes/ads/SETTING.yaml (and _common.yaml): the leaves of
 # recipe.objectives.OBJECTIVE (algorithm.use_kl_in_reward=true, the code's KL in the reward, which the objective
 # presets turn off; DAPO: data_selection.prefilters=[], no dynamic sampling) and, as selector.*, those of
 # recipe.selectors.SELECTOR. They come before the user's overrides, which win. The rollout filter is the recipe's
-# (drop_degenerate, drop=all_wrong). Choose the objective and the selector here, not as +objective= / selector=
+# (drop_all_wrong) except under dots (replay_fifo, 64 fresh prompts: recipe.selectors.dots). Choose the objective and the selector here, not as +objective= / selector=
 # overrides (those would skip their settings: refused).
 # Environment (scripts/common.sh): PYTHON, DATA_DIR (default data/ads), OUT_DIR (default outputs/ads), MODEL_PATH,
 # EXPERIMENT_NAME (default SETTING-OBJECTIVE-SELECTOR, e.g. qwen3-4b-base-dapo-ads), NNODES, GPUS_PER_NODE,

@@ -4,7 +4,7 @@
 #   policy (python -m data_prep.ads_clusters --model embedded --clusters 4, worked answers as solutions),
 #   3. a few training steps, by default GRPO + ADS (selector=ads: 2 clusters x 2 prompts per step; python -m
 #   verl_ext.main --cpu), 4. the per-step table (reward, timings).
-#   scripts/ads/cpu_embedded.sh [grpo|dapo|gspo [ads|ads_no_inter|ads_no_intra|uniform]] [Hydra overrides...]
+#   scripts/ads/cpu_embedded.sh [grpo|dapo|gspo [ads|ads_no_inter|ads_no_intra|uniform|dots]] [Hydra overrides...]
 #   e.g. scripts/ads/cpu_embedded.sh grpo ads_no_intra trainer.total_training_steps=2
 # Environment: scripts/ads/common.sh (DATA_DIR default data/ads_cpu, OUT_DIR default outputs/ads_cpu, DRY_RUN=1), and
 #   NUM_LAYERS  truncate the policy to its first N layers (faster, meaningless text; default: full model)

@@ -1,8 +1,8 @@
 """ADS recipes (recipes/ads) and launchers (scripts/ads): the paper's settings (shared/papers/003 §4.1, SPEC.md §4
 "Defaults" and "code extras") land where verl reads them under each objective, every grid cell (Table 1, Table 2's
 DAPO / GSPO, the ablations) composes with its selector and passes the axes' and verl's checks, and the launchers
-build the right commands (DRY_RUN=1). No training here (scripts/ads/cpu_embedded.sh runs the CPU preset); DOTS+RR
-(selector=dots) is left out of every check (its selector is written elsewhere)."""
+build the right commands (DRY_RUN=1), DOTS+RR with its replay filter, fresh batch and the preprocessing's embeddings.
+No training here (scripts/ads/cpu_embedded.sh runs the CPU preset; tests/trainer/test_ads_trainer_on_cpu.py)."""
 
 import functools
 import shlex
@@ -36,7 +36,11 @@ SELECTORS = {
     "ads_no_intra": {"name": "ads", "clusters_per_step": 4, "mini_cluster_size": 32, "inter_cluster": True,
                      "intra_cluster": False},
     "uniform": {"name": "uniform"},
+    "dots": {"name": "dots", "reference_size": 16, "target": 0.5, "temperature": 0.001, "calibrate": True},
 }
+# DOTS+RR [paper]: sigma = 0.5 of the 128 prompts fresh, as many groups replayed from a buffer of one batch
+DOTS_RR = ["rollout_filter=replay_fifo", "rollout_filter.capacity=128", "rollout_filter.fraction=0.5",
+           "data.train_batch_size=64", "selector.reference_size=16"]
 BENCHMARKS = ("math500", "aime24", "aime25", "minerva", "amc23", "gpqa_diamond")  # in training (MMLU-Pro: final)
 ALL_BENCHMARKS = (*BENCHMARKS, "mmlu_pro")
 PAPER_SETTING = "qwen2.5-math-1.5b"  # Table 2 (DAPO / GSPO) and the ablations
@@ -44,7 +48,7 @@ KL = "algorithm.use_kl_in_reward=true"
 
 
 def _launch(script: str, *args: str, **env: str):
-    return launch("ads", script, *args, **{"DOTS": "0", **env})
+    return launch("ads", script, *args, **env)
 
 
 def _runs(proc: subprocess.CompletedProcess) -> list[list[str]]:
@@ -64,6 +68,13 @@ def _settings_overrides(words: list[str]) -> list[str]:
 
 def _objective_settings(objective: str) -> list[str]:
     return [KL, "data_selection.prefilters=[]"] if objective == "dapo" else [KL]
+
+
+def _selector_settings(setting: str, selector: str) -> list[str]:
+    """What recipe.selectors.SELECTOR adds after the objective's settings."""
+    if selector != "dots":
+        return []
+    return DOTS_RR + [f"selector.embedding_file=${{recipe.data_dir}}/openr1_ads_{setting}/train.embeddings.npy"]
 
 
 @functools.cache
@@ -88,14 +99,21 @@ def _check_objective(cfg, objective: str) -> None:
     # the code extras under every objective: KL in the reward (0.001), all-wrong groups dropped, no dynamic sampling
     assert cfg.algorithm.use_kl_in_reward and cfg.algorithm.kl_ctrl.kl_coef == 0.001
     assert cfg.algorithm.kl_ctrl.type == "fixed"
-    assert (cfg.rollout_filter.name, cfg.rollout_filter.drop) == ("drop_degenerate", "all_wrong")
     assert list(cfg.data_selection.prefilters) == []
-    assert cfg.data.train_batch_size == 128 and _budget(cfg) == 128 * 8
 
 
 def _check_selector(cfg, choice: str) -> None:
+    """The selector's settings, and the filter and fresh batch it runs with."""
     expected = SELECTORS[choice]
     assert {k: cfg.selector[k] for k in expected} == expected
+    if choice == "dots":  # 64 fresh prompts + as many replayed groups; embeddings beside the clustered file
+        assert cfg.selector.embedding_file == cfg.data.train_files.replace(".parquet", ".embeddings.npy")
+        assert (cfg.rollout_filter.name, cfg.rollout_filter.capacity, cfg.rollout_filter.fraction) == (
+            "replay_fifo", 128, 0.5)
+        assert cfg.data.train_batch_size == 64 and _budget(cfg) == 64 * 8
+    else:  # all-wrong groups dropped (the code extra); 128 prompts x 8
+        assert (cfg.rollout_filter.name, cfg.rollout_filter.drop) == ("drop_degenerate", "all_wrong")
+        assert cfg.data.train_batch_size == 128 and _budget(cfg) == 128 * 8
 
 
 @pytest.mark.parametrize("objective", sorted(OBJECTIVES))
@@ -158,7 +176,7 @@ def _grid(setting: str, **env: str) -> list[list[str]]:
 
 def _grid_cells() -> list[tuple[str, str, tuple[str, ...]]]:
     """(setting, run name, environment) of Table 1 for every setting, Table 2 and the ablations (1.5B)."""
-    cells = [(s, f"grpo-{sel}", ()) for s in sorted(SETTINGS) for sel in ("uniform", "ads")]
+    cells = [(s, f"grpo-{sel}", ()) for s in sorted(SETTINGS) for sel in ("uniform", "dots", "ads")]
     cells += [(PAPER_SETTING, f"{o}-{sel}", ("SWEEP=objectives",))
               for o in ("dapo", "gspo") for sel in ("uniform", "ads")]
     cells += [(PAPER_SETTING, f"grpo-{sel}", ("SWEEP=ablation",)) for sel in ("ads_no_inter", "ads_no_intra")]
@@ -173,7 +191,7 @@ def test_grid_cell_composes_with_its_selector(setting, name, env):
     cfg = _compose(setting, *_overrides(words))
     objective, selector = name.split("-", 1)
     assert _settings_overrides(words) == [f"+objective={objective}", f"selector={selector}",
-                                          *_objective_settings(objective)]
+                                          *_objective_settings(objective), *_selector_settings(setting, selector)]
     _check_objective(cfg, objective)
     _check_selector(cfg, selector)
     check_recipe(cfg)
@@ -181,7 +199,7 @@ def test_grid_cell_composes_with_its_selector(setting, name, env):
 
 def test_grid_dry_run():
     names = [w.split("=", 1)[1] for r in _grid(PAPER_SETTING) for w in r if w.startswith("trainer.experiment_name=")]
-    assert names == [f"{PAPER_SETTING}-grpo-uniform", f"{PAPER_SETTING}-grpo-ads"]
+    assert names == [f"{PAPER_SETTING}-grpo-{s}" for s in ("uniform", "dots", "ads")]
     names = [w.split("=", 1)[1] for r in _grid(PAPER_SETTING, SWEEP="objectives") for w in r
              if w.startswith("trainer.experiment_name=")]
     assert names == [f"{PAPER_SETTING}-{o}-{s}" for o in ("dapo", "gspo") for s in ("uniform", "ads")]
@@ -190,7 +208,6 @@ def test_grid_dry_run():
     assert [_settings_overrides(r) for r in runs] == [["+objective=gspo", "selector=ads_no_intra", KL,
                                                        "trainer.val_before_train=false"]]
     assert _launch("grid.sh", PAPER_SETTING, SWEEP="nope").returncode == 2
-    assert _launch("grid.sh", PAPER_SETTING, DOTS="maybe").returncode == 2
     assert _launch("grid.sh", "no_such_setting").returncode == 2
     assert _launch("grid.sh", "_common").returncode == 2
 
@@ -224,12 +241,17 @@ def test_cpu_preset_composes_for_the_cpu(selector):
     _, _, train = _runs(_launch("cpu_embedded.sh", "grpo", selector, FORCE="1", DATA_DIR="/d"))
     cfg = _compose("cpu_embedded", *cpu_overrides(), *_overrides(train))
     rollout = cfg.actor_rollout_ref.rollout
-    assert (rollout.name, cfg.trainer.device, cfg.data.train_batch_size, _budget(cfg)) == ("hf", "cpu", 4, 16)
+    assert (rollout.name, cfg.trainer.device) == ("hf", "cpu") and cfg.algorithm.use_kl_in_reward
     assert cfg.data.train_files == "/d/arithmetic_ads/train.parquet" and cfg.trainer.total_training_steps == 3
-    assert (cfg.rollout_filter.name, cfg.rollout_filter.drop, cfg.algorithm.use_kl_in_reward) == (
-        "drop_degenerate", "all_wrong", True)
     assert cfg.selector.name == SELECTORS[selector]["name"]
-    if selector != "uniform":  # 4 prompts a step: 2 clusters x 2, or one mini-cluster of 4
+    if selector == "dots":  # 1 reference + 1 targeted prompt, as many replayed groups
+        assert (cfg.data.train_batch_size, _budget(cfg), cfg.selector.reference_size) == (2, 8, 1)
+        assert cfg.selector.embedding_file == "/d/arithmetic_ads/train.embeddings.npy"
+        assert cfg.rollout_filter.name == "replay_fifo"
+    else:
+        assert (cfg.data.train_batch_size, _budget(cfg)) == (4, 16)
+        assert (cfg.rollout_filter.name, cfg.rollout_filter.drop) == ("drop_degenerate", "all_wrong")
+    if selector.startswith("ads"):  # 4 prompts a step: 2 clusters x 2, or one mini-cluster of 4
         assert cfg.selector.clusters_per_step * cfg.selector.mini_cluster_size == 4
     check_recipe(cfg)
 
