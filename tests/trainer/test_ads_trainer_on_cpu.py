@@ -1,12 +1,25 @@
-"""ADS through the real trainer with a variable number of prompts per step: 9 scenario tasks in three clusters of
-sizes 4, 3 and 2 (easy / hard / coin rewards, independent of the text), 2 clusters per step with mini-clusters of
-B = 3, so a step serves 6 prompts, or 5 when the 2-task cluster is drawn, of the batch of 6
-(data.train_batch_size). Each step generates 4 rollouts for every chosen prompt (the run's budget scaled to the
-prompts chosen), verl waits for exactly those prompts, and a fresh selector replayed on the run's recorded rewards
-chooses exactly what the run chose. The rollout filter is DOTS+RR's replay (``replay_fifo``): informative rollouts of
-earlier steps join the actor update."""
+"""ADS and DOTS+RR through the real trainer, from a dataset preprocessed by ``python -m data_prep.ads_clusters``.
+
+Nine tasks on three topics (cooking 4, astronomy 3, football 2) whose scripted rewards follow the topic (cooking
+always right, astronomy a coin that alternates, football always wrong). The preprocessing embeds prompt +
+reference solution with MiniLM and writes its clusters as ``minilm_*`` columns (cross-policy clusters: the
+difficulty order comes from the embedded policy, the clusters from another model), K = 3: the clusters are the
+topics. Two runs of 4 steps, 4 rollouts per prompt:
+
+* **ADS** on the ``minilm_`` columns, 2 clusters per step with mini-clusters of B = 3, so a step serves 6 prompts,
+  or 5 when the 2-task football cluster is drawn (the step budget scales with the prompts served), and the
+  all-wrong groups are dropped from the gradient batch (``drop_degenerate``, ``drop=all_wrong``: the paper's
+  code variant). A fresh selector replayed on the run's recorded rewards chooses exactly what the run chose.
+* **DOTS+RR**: ``selector=dots`` on the embeddings file the preprocessing wrote (2 reference prompts + 4 targeted
+  ones, closest to difficulty 0.5) with ``replay_fifo``: replay-equal selections; once an astronomy prompt was
+  measured, the other astronomy prompts (predicted ≈ 0.5 through their MiniLM similarity) are all targeted;
+  informative rollouts of earlier steps join the actor update.
+"""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,72 +28,161 @@ from tests.trainer.test_axes_trainer_on_cpu import REWARD, common_overrides, run
 from verl_ext.axes import StepResults, TaskPool, build_selector
 from verl_ext.trainer import records
 
-STEPS, SEED, N = 4, 2, 4
-CLUSTERS = [0, 0, 0, 0, 1, 1, 1, 2, 2]
-RANKS = [0, 1, 2, 3, 0, 1, 2, 0, 1]
-KINDS = ["easy", "easy", "coin", "hard", "coin", "coin", "hard", "easy", "coin"]
-SELECTOR = {"name": "ads", "clusters_per_step": 2, "mini_cluster_size": 3, "epoch_steps": 0}
+STEPS, SEED, N, TASKS = 4, 2, 4, 6
+TOPICS = {  # topic: (scripted reward kind, [(question, reference solution)])
+    "cooking": ("easy", [
+        ("How many minutes should I boil an egg for a soft yolk?", "Boil the egg for 6 minutes."),
+        ("At what oven temperature should I bake a loaf of bread?", "Bake the bread at 230 degrees Celsius."),
+        ("How much salt goes into a pot of pasta water?", "Add 10 grams of salt per litre of water."),
+        ("How long does a whole chicken need to roast in the oven?", "Roast the chicken for 80 minutes."),
+    ]),
+    "astronomy": ("coin", [
+        ("How far away from the Earth is the Moon?", "The Moon is about 384,400 kilometres away."),
+        ("How many planets orbit the Sun?", "Eight planets orbit the Sun."),
+        ("How many moons does the planet Jupiter have?", "Jupiter has 95 known moons."),
+    ]),
+    "football": ("hard", [
+        ("How many players does a football team have on the pitch?", "Eleven players per team."),
+        ("How long does a professional football match last?", "Two halves of 45 minutes: 90 minutes."),
+    ]),
+}
+ADS = {"name": "ads", "clusters_per_step": 2, "mini_cluster_size": 3, "epoch_steps": 0,
+       "cluster_column": "minilm_cluster_id", "rank_column": "minilm_rank_in_cluster"}
+DOTS = {"name": "dots", "reference_size": 2, "temperature": 0.0}
 
 
 def _rows():
     from data_prep.schema import make_row
 
-    return [make_row(data_source="scenario", question=f"Say the number {i}.", ability="test", ground_truth=str(i),
-                     index=200 + i, split="train", kind=kind, cluster_id=c, rank_in_cluster=r)
-            for i, (kind, c, r) in enumerate(zip(KINDS, CLUSTERS, RANKS))]
+    rows = []
+    for topic, (kind, items) in TOPICS.items():
+        for question, solution in items:
+            i = len(rows)
+            rows.append(make_row(data_source="scenario", question=question, ability="test", ground_truth=str(i),
+                                 index=300 + i, split="train", kind=kind, topic=topic, solution=solution))
+    return rows
 
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory):
+def prepared(tmp_path_factory):
+    """The training parquet with ``minilm_*`` cluster columns, the embeddings file and the reward module."""
+    from data_prep import ads_clusters
     from data_prep.schema import write_rows
 
     root = tmp_path_factory.mktemp("ads")
     rows = _rows()
-    write_rows(rows, root / "train.parquet")
+    write_rows(rows, root / "raw.parquet")
     write_rows(rows[:2], root / "test.parquet")
     (root / "reward.py").write_text(REWARD)
-    data = {"train": str(root / "train.parquet"), "test": str(root / "test.parquet"), "reward": str(root / "reward.py")}
-    overrides = common_overrides(data, root / "run", STEPS, tasks=6, n=N, mini=3) + [
-        f"+reward.custom_reward_function.reward_kwargs.counter_file={root}/run/coin_counts.json",
-        f"data.seed={SEED}", "rollout_filter=replay_fifo", "rollout_filter.fraction=0.25",
-        *(f"selector.{k}={v}" if k != "name" else f"selector={v}" for k, v in SELECTOR.items()),
-    ]
-    run("verl_ext.main", overrides, root / "run.log")
-    return root / "run"
+    out = root / "train.parquet"
+    assert ads_clusters.main(["--input", str(root / "raw.parquet"), "--out", str(out), "--model", "embedded:2",
+                              "--embedder", "minilm", "--prefix", "minilm_", "--clusters", "3"]) == 0
+    summary = json.loads(out.with_suffix(".minilm_clusters.json").read_text())
+    return {"train": str(out), "test": str(root / "test.parquet"), "reward": str(root / "reward.py"),
+            "embeddings": summary["embeddings"], "root": root}
 
 
-def test_steps_serve_the_chosen_prompts_only(run_dir):
-    dumps = records.read_dumps(run_dir)
+def _trainer_run(prepared, name: str, selector: dict, *extra: str) -> Path:
+    run_dir = prepared["root"] / name
+    overrides = common_overrides(prepared, run_dir, STEPS, tasks=TASKS, n=N, mini=3) + [
+        f"+reward.custom_reward_function.reward_kwargs.counter_file={run_dir}/coin_counts.json", f"data.seed={SEED}",
+        *(f"selector.{k}={v}" if k != "name" else f"selector={v}" for k, v in selector.items()), *extra]
+    run("verl_ext.main", overrides, prepared["root"] / f"{name}.log")
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def ads_run(prepared):
+    return _trainer_run(prepared, "ads", ADS, "rollout_filter=drop_degenerate", "rollout_filter.drop=all_wrong")
+
+
+@pytest.fixture(scope="module")
+def dots_run(prepared):
+    return _trainer_run(prepared, "dots", DOTS, f"selector.embedding_file={prepared['embeddings']}",
+                        "rollout_filter=replay_fifo", "rollout_filter.fraction=0.25")
+
+
+def _pool(train: str) -> TaskPool:
+    from data_prep.schema import read_rows
+
+    rows = read_rows(Path(train))
+    columns = {c: np.array([r["extra_info"][c] for r in rows], dtype=float)
+               for c in ("minilm_cluster_id", "minilm_rank_in_cluster")}
+    return TaskPool(np.array([r["extra_info"]["index"] for r in rows]), columns)
+
+
+def _topic_of(train: str) -> dict[int, str]:
+    from data_prep.schema import read_rows
+
+    return {r["extra_info"]["index"]: r["extra_info"]["topic"] for r in read_rows(Path(train))}
+
+
+def test_minilm_clusters_are_the_topics(prepared):
+    from data_prep.schema import read_rows
+
+    rows = read_rows(Path(prepared["train"]))
+    clusters = {}
+    for r in rows:
+        clusters.setdefault(r["extra_info"]["minilm_cluster_id"], set()).add(r["extra_info"]["topic"])
+    assert sorted(map(sorted, clusters.values())) == [["astronomy"], ["cooking"], ["football"]]
+    assert all("cluster_id" not in r["extra_info"] for r in rows)  # only the prefixed (cross-policy) columns
+
+
+def test_ads_steps_serve_the_chosen_prompts_and_drop_all_wrong_groups(prepared, ads_run):
+    topic = _topic_of(prepared["train"])
+    dumps = records.read_dumps(ads_run)
     assert sorted(dumps) == list(range(1, STEPS + 1))
     sizes = {len(d["tasks"]) for d in dumps.values()}
-    assert sizes <= {5, 6} and 5 in sizes  # the 2-task cluster was drawn at least once
+    assert sizes <= {5, 6} and 5 in sizes  # the 2-task football cluster was drawn at least once
     for d in dumps.values():
         assert d["counts"] == [N] * len(d["tasks"])  # budget 24 scaled to the prompts chosen
         assert sorted(d["rollout_task"]) == sorted(t for t in d["tasks"] for _ in range(N))
-        fresh = N * len(d["tasks"])
-        trained = sorted({p for p in d["actor_update"]["pos"] if p >= 0})
-        assert trained == list(range(fresh + len(d["replayed"])))  # every fresh rollout plus the replayed ones
-    replayed = [(step, rid) for step, d in dumps.items() for rid in d["replayed"]]
-    assert replayed and all(rid >> 32 < step for step, rid in replayed)  # from earlier steps
+        wrong = [topic[t] == "football" for t in d["rollout_task"]]
+        assert d["kept"] == [p for p, w in enumerate(wrong) if not w]  # all-wrong groups leave the gradient batch
+        assert sorted({p for p in d["actor_update"]["pos"] if p >= 0}) == d["kept"]
 
 
-def test_a_replayed_selector_chooses_what_the_run_chose(run_dir):
-    pool = TaskPool(np.array([200 + i for i in range(len(KINDS))]),
-                    {"cluster_id": np.array(CLUSTERS, dtype=float), "rank_in_cluster": np.array(RANKS, dtype=float),
-                     "kind": np.array(KINDS, dtype=object)})
-    selector = build_selector(SELECTOR, pool, SEED)
-    for step, d in sorted(records.read_dumps(run_dir).items()):
-        assert selector.select(step, 6).tolist() == d["tasks"], step
+def test_ads_replayed_selector_chooses_what_the_run_chose(prepared, ads_run):
+    selector = build_selector(ADS, _pool(prepared["train"]), SEED)
+    for step, d in sorted(records.read_dumps(ads_run).items()):
+        assert selector.select(step, TASKS).tolist() == d["tasks"], step
         selector.update(step, StepResults.from_rewards(d["rollout_task"], d["rollout_reward"]))
 
 
-def test_the_logged_cluster_distribution_is_plotted(run_dir, tmp_path):
+def test_ads_cluster_distribution_is_logged_and_plotted(ads_run, tmp_path):
     from eval.plots import CLUSTER_PREFIX, cluster_probs
     from eval.run_logs import Run
 
-    run = Run("ads", run_dir)
+    run_ = Run("ads", ads_run)
     for step in range(1, STEPS + 1):
-        probs = [run.metrics[step][f"{CLUSTER_PREFIX}{c}"] for c in (0, 1, 2)]
+        probs = [run_.metrics[step][f"{CLUSTER_PREFIX}{c}"] for c in (0, 1, 2)]
         assert sum(probs) == pytest.approx(1.0) and min(probs) > 0
-    (path,) = cluster_probs({"ads": run}, tmp_path)
+    (path,) = cluster_probs({"ads": run_}, tmp_path)
     assert path.stat().st_size > 0
+
+
+def test_dots_replayed_selector_chooses_what_the_run_chose_and_targets_the_coin_topic(prepared, dots_run):
+    topic = _topic_of(prepared["train"])
+    pool = _pool(prepared["train"])
+    selector = build_selector({**DOTS, "embedding_file": prepared["embeddings"]}, pool, SEED)
+    targeted_after_coin = 0
+    for step, d in sorted(records.read_dumps(dots_run).items()):
+        measured_coin = any(topic[t] == "astronomy" for t in pool.index[selector.key_positions])
+        assert selector.select(step, TASKS).tolist() == d["tasks"], step
+        reference, targeted = d["tasks"][:DOTS["reference_size"]], d["tasks"][DOTS["reference_size"]:]
+        if measured_coin:  # the astronomy prompts outside the reference set are predicted nearest 0.5
+            assert {t for t in topic if topic[t] == "astronomy"} - set(reference) <= set(targeted), step
+            targeted_after_coin += 1
+        selector.update(step, StepResults.from_rewards(d["rollout_task"], d["rollout_reward"]))
+    assert targeted_after_coin >= 1
+
+
+def test_dots_rr_replays_informative_rollouts_of_earlier_steps(dots_run):
+    dumps = records.read_dumps(dots_run)
+    ids = {rid: (step, adv) for step, d in dumps.items() for rid, adv in zip(d["rollout_id"], d["rollout_advantage"])}
+    replayed = [(step, rid) for step, d in dumps.items() for rid in d["replayed"]]
+    assert replayed and all(rid >> 32 < step for step, rid in replayed)  # from earlier steps
+    assert all(ids[rid][1] != 0 for _, rid in replayed)  # informative (non-zero advantage) rollouts only
+    for d in dumps.values():
+        fresh = len(d["rollout_task"])
+        assert sorted({p for p in d["actor_update"]["pos"] if p >= 0}) == list(range(fresh + len(d["replayed"])))
