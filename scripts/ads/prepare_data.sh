@@ -12,7 +12,9 @@
 #      cpu_embedded): the 11.5k rows with cluster_id, rank_in_cluster, cluster_size, difficulty from the
 #      setting's own base policy (python -m data_prep.ads_clusters: K = 64, PCA 128, seed 42, bf16 on the GPU;
 #      resumable, cached next to the output). The policy is the recipe's actor_rollout_ref.model.path, or a local
-#      copy given as <SETTING>_MODEL (upper case, - and . as _, e.g. QWEN3_4B_BASE_MODEL=/models/qwen3-4b-base)
+#      copy given as <SETTING>_MODEL (upper case, - and . as _, e.g. QWEN3_4B_BASE_MODEL=/models/qwen3-4b-base);
+#      a recipe with recipe.long_context (Qwen2.5-Math-1.5B) first gets its policy written as DATA_DIR/models/...:
+#      recipe.base_model (or <SETTING>_MODEL) with the longer context (python -m data_prep.long_context)
 # OpenR1 and the benchmarks load from the Hugging Face hub, or from a local copy in the source's own format given as
 # <NAME>_INPUT (e.g. OPENR1_MATH_INPUT=/dl/openr1/default, MATH500_INPUT=/dl/math500/test.jsonl). Existing files are
 # kept (FORCE=1 rebuilds). Environment: DATA_DIR (default data/ads), PYTHON, SETTINGS, DRY_RUN=1.
@@ -42,9 +44,26 @@ for setting in $SETTINGS; do
     echo "exists: $out"
     continue
   fi
+  # the recipe's policy path, its base model and long-context change when it has one (recipe.long_context)
+  mapfile -t policy < <("$PYTHON" -c 'import sys, yaml
+cfg = yaml.safe_load(open(sys.argv[1]))
+recipe, path = cfg.get("recipe") or {}, cfg["actor_rollout_ref"]["model"]["path"].replace("${recipe.data_dir}", sys.argv[2])
+long = recipe.get("long_context") or {}
+print(path, recipe.get("base_model", path), long.get("max_position_embeddings", ""), long.get("rope_theta", ""), sep="\n")' \
+    "$ROOT/recipes/ads/$setting.yaml" "$data_dir")
   model_var="$(tr 'a-z.-' 'A-Z__' <<<"$setting")_MODEL"
-  model="${!model_var:-$("$PYTHON" -c 'import sys, yaml
-print(yaml.safe_load(open(sys.argv[1]))["actor_rollout_ref"]["model"]["path"])' "$ROOT/recipes/ads/$setting.yaml")}"
+  model="${!model_var:-${policy[1]}}"
+  if [[ -n "${policy[2]}" ]]; then  # a local copy with the longer context (data_prep.long_context), then its clusters
+    if [[ -d "${policy[0]}" && "${FORCE:-0}" != 1 ]]; then
+      echo "exists: ${policy[0]}"
+    else
+      cmd=("$PYTHON" -m data_prep.long_context --model "$model" --out "${policy[0]}"
+           --max-position-embeddings "${policy[2]}" --rope-theta "${policy[3]}")
+      [[ "${FORCE:-0}" == 1 ]] && cmd+=(--overwrite)
+      execute "${cmd[@]}"
+    fi
+    model="${policy[0]}"
+  fi
   cmd=("$PYTHON" -m data_prep.ads_clusters --input "$train" --out "$out" --model "$model"
        --solution-field extra_info.solution --clusters 64 --pca-dims 128 --seed 42 --max-length 8192
        --device cuda --dtype bf16)

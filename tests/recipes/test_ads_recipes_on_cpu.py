@@ -122,7 +122,12 @@ def test_setting_has_the_paper_hyperparameters(setting, objective):
     model, tp = SETTINGS[setting]
     cfg = _compose(setting, *_overrides(list(_command(setting, objective))))
     actor, rollout = cfg.actor_rollout_ref.actor, cfg.actor_rollout_ref.rollout
-    assert cfg.actor_rollout_ref.model.path == model and rollout.tensor_model_parallel_size == tp
+    assert rollout.tensor_model_parallel_size == tp
+    if setting == PAPER_SETTING:  # Qwen2.5-Math's 4096 positions: LUFFY's 16k copy, written by prepare_data.sh
+        assert cfg.recipe.base_model == model and cfg.actor_rollout_ref.model.path == f"/data/models/{setting}-16k"
+        assert dict(cfg.recipe.long_context) == {"max_position_embeddings": 16384, "rope_theta": 40000}
+    else:
+        assert cfg.actor_rollout_ref.model.path == model
     assert cfg.algorithm.adv_estimator == "grpo" and cfg.algorithm.norm_adv_by_std_in_grpo
     assert (actor.optim.optimizer, actor.optim.lr, actor.ppo_epochs) == ("AdamW", 1e-6, 1)
     # 16 actor updates per step: 128 / 16 = 8 prompts (x 8 rollouts) per mini-batch
@@ -273,7 +278,8 @@ def test_prepare_data_dry_run(tmp_path):
     runs = _runs(_launch("prepare_data.sh", DATA_DIR=str(tmp_path), OPENR1_MATH_INPUT="/dl/openr1",
                          QWEN3_4B_BASE_MODEL="/models/q4b"))
     openr1, *prep, overlap = runs[:1 + len(ALL_BENCHMARKS) + 1]
-    clusters = runs[2 + len(ALL_BENCHMARKS):]
+    (long_context,) = [r for r in runs if "data_prep.long_context" in r]
+    clusters = [r for r in runs if "data_prep.ads_clusters" in r]
     assert openr1[1:] == ["-m", "data_prep.sources.openr1", "--out", str(tmp_path), "--sample-size", "11500",
                           "--seed", "42", "--input", "/dl/openr1"]
     assert [r[1:4] for r in prep] == [["-m", "data_prep", b] for b in ALL_BENCHMARKS]
@@ -281,7 +287,10 @@ def test_prepare_data_dry_run(tmp_path):
     train = f"{tmp_path}/openr1_math_11k/train.parquet"
     assert overlap[1:5] == ["-m", "data_prep.overlap", "--train", train]
     assert overlap[5:-2] == ["--eval", *(f"{tmp_path}/{b}/test.parquet" for b in ALL_BENCHMARKS)]
-    models = {"olmo-3-7b-sft": "allenai/Olmo-3-7B-Instruct-SFT", "qwen2.5-math-1.5b": "Qwen/Qwen2.5-Math-1.5B",
+    long_model = f"{tmp_path}/models/qwen2.5-math-1.5b-16k"  # written before its clusters, from recipe.base_model
+    assert long_context[1:] == ["-m", "data_prep.long_context", "--model", "Qwen/Qwen2.5-Math-1.5B", "--out",
+                                long_model, "--max-position-embeddings", "16384", "--rope-theta", "40000"]
+    models = {"olmo-3-7b-sft": "allenai/Olmo-3-7B-Instruct-SFT", "qwen2.5-math-1.5b": long_model,
               "qwen3-4b-base": "/models/q4b"}
     assert [r[1:9] for r in clusters] == [["-m", "data_prep.ads_clusters", "--input", train, "--out",
                                            f"{tmp_path}/openr1_ads_{s}/train.parquet", "--model", m]
@@ -293,6 +302,7 @@ def test_prepare_data_dry_run(tmp_path):
     for setting in SETTINGS:
         cfg = _compose(setting, f"recipe.data_dir={tmp_path}")
         assert cfg.data.train_files == f"{tmp_path}/openr1_ads_{setting}/train.parquet"
+    assert _compose(PAPER_SETTING, f"recipe.data_dir={tmp_path}").actor_rollout_ref.model.path == long_model
     one = _runs(_launch("prepare_data.sh", DATA_DIR=str(tmp_path), SETTINGS="qwen3-4b-base"))
     assert [r[8] for r in one if "data_prep.ads_clusters" in r] == ["Qwen/Qwen3-4B-Base"]
     assert _launch("prepare_data.sh", DATA_DIR=str(tmp_path), SETTINGS="nope").returncode == 2
