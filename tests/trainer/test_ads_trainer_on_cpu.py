@@ -4,7 +4,7 @@ Nine tasks on three topics (cooking 4, astronomy 3, football 2) whose scripted r
 always right, astronomy a coin that alternates, football always wrong). The preprocessing embeds prompt +
 reference solution with MiniLM and writes its clusters as ``minilm_*`` columns (cross-policy clusters: the
 difficulty order comes from the embedded policy, the clusters from another model), K = 3: the clusters are the
-topics. Two runs of 4 steps, 4 rollouts per prompt:
+topics. Two runs of 3 steps, 4 rollouts per prompt:
 
 * **ADS** on the ``minilm_`` columns, 2 clusters per step with mini-clusters of B = 3, so a step serves 6 prompts,
   or 5 when the 2-task football cluster is drawn (the step budget scales with the prompts served), and the
@@ -13,7 +13,8 @@ topics. Two runs of 4 steps, 4 rollouts per prompt:
 * **DOTS+RR**: ``selector=dots`` on the embeddings file the preprocessing wrote (2 reference prompts + 4 targeted
   ones, closest to difficulty 0.5) with ``replay_fifo``: replay-equal selections; once an astronomy prompt was
   measured, the other astronomy prompts (predicted ≈ 0.5 through their MiniLM similarity) are all targeted;
-  informative rollouts of earlier steps join the actor update.
+  mixed-reward groups of earlier steps join the actor update (one mini-batch) under the authors' decoupled loss:
+  their old log-probs are the current policy's, not the stored ones, with weights π_old/μ.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from tests.trainer.test_axes_trainer_on_cpu import REWARD, common_overrides, run
 from verl_ext.axes import StepResults, TaskPool, build_selector
 from verl_ext.trainer import records
 
-STEPS, SEED, N, TASKS = 4, 2, 4, 6
+STEPS, SEED, N, TASKS = 3, 2, 4, 6
 TOPICS = {  # topic: (scripted reward kind, [(question, reference solution)])
     "cooking": ("easy", [
         ("How many minutes should I boil an egg for a soft yolk?", "Boil the egg for 6 minutes."),
@@ -82,9 +83,9 @@ def prepared(tmp_path_factory):
             "embeddings": summary["embeddings"], "root": root}
 
 
-def _trainer_run(prepared, name: str, selector: dict, *extra: str) -> Path:
+def _trainer_run(prepared, name: str, selector: dict, *extra: str, mini: int = 3) -> Path:
     run_dir = prepared["root"] / name
-    overrides = common_overrides(prepared, run_dir, STEPS, tasks=TASKS, n=N, mini=3) + [
+    overrides = common_overrides(prepared, run_dir, STEPS, tasks=TASKS, n=N, mini=mini) + [
         f"+reward.custom_reward_function.reward_kwargs.counter_file={run_dir}/coin_counts.json", f"data.seed={SEED}",
         *(f"selector.{k}={v}" if k != "name" else f"selector={v}" for k, v in selector.items()), *extra]
     run("verl_ext.main", overrides, prepared["root"] / f"{name}.log")
@@ -99,7 +100,7 @@ def ads_run(prepared):
 @pytest.fixture(scope="module")
 def dots_run(prepared):
     return _trainer_run(prepared, "dots", DOTS, f"selector.embedding_file={prepared['embeddings']}",
-                        "rollout_filter=replay_fifo", "rollout_filter.fraction=0.25")
+                        "rollout_filter=replay_fifo", "rollout_filter.fraction=0.25", mini=TASKS)
 
 
 def _pool(train: str) -> TaskPool:
@@ -186,3 +187,32 @@ def test_dots_rr_replays_informative_rollouts_of_earlier_steps(dots_run):
     for d in dumps.values():
         fresh = len(d["rollout_task"])
         assert sorted({p for p in d["actor_update"]["pos"] if p >= 0}) == list(range(fresh + len(d["replayed"])))
+
+
+def test_dots_rr_replayed_rows_train_against_the_current_policy_weighted_by_pi_old_over_mu(dots_run):
+    """In the first mini-batch of an update every row's ratio is exactly on-policy, the replayed ones too (their
+    old log-probs π_old recomputed by the current policy), while the log-probs stored at their generation (μ)
+    differ; the logged weights π_old/μ differ from 1."""
+    from eval.run_logs import Run
+    from verl_ext.trainer.batching import mini_batch_of_rows
+
+    dumps = records.read_dumps(dots_run)
+    by_id = {rid: (step, i) for step, d in dumps.items() for i, rid in enumerate(d["rollout_id"])}
+    first_mb_replayed, gaps = 0, []
+    for step, d in dumps.items():
+        update, fresh = d["actor_update"], len(d["rollout_task"])
+        first = mini_batch_of_rows(len(update["pos"]), d["actor_mini_batches"]["size"], 1) == 0
+        for i, p in enumerate(update["pos"]):
+            if p < 0:
+                continue
+            if first[i]:  # no optimiser step yet: the current policy is the one that computed old_log_prob
+                assert update["log_prob"][i] == pytest.approx(update["old_log_prob"][i], abs=1e-4), (step, p)
+                first_mb_replayed += p >= fresh
+            if p >= fresh:
+                born, j = by_id[d["replayed"][p - fresh]]
+                gaps.append(abs(update["old_log_prob"][i] - dumps[born]["rollout_old_log_prob"][j]))
+    assert first_mb_replayed > 0
+    assert gaps and max(gaps) > 1e-3, gaps  # the stored μ is not what the loss used as old log-prob
+    metrics = Run("dots", dots_run).metrics
+    weights = [metrics[s]["data_selection/replay/is_weight_mean"] for s in dumps if dumps[s]["replayed"]]
+    assert weights and all(w > 0 for w in weights) and any(abs(w - 1) > 1e-4 for w in weights)

@@ -68,6 +68,10 @@ class RolloutFilter(Stateful):
 
     replays = False  # keeps rollouts across steps (replay / stored are used)
     needs_clip_fraction = False  # observe_update must carry clip fractions by the active loss's rule
+    # how replayed rollouts enter the loss: "stored" (their old log-probs = the generating policy's: ratio and clip
+    # against it) or "decoupled" (old log-probs recomputed by the current policy before the update, clip around
+    # them, each token weighted by exp(recomputed - stored): verl's rollout_is_weights)
+    replay_correction = "stored"
 
     def __init__(self, config, seed: int):
         self.config, self.seed = config, seed

@@ -22,6 +22,7 @@ class FilterChain(RolloutFilter):
         super().__init__(None, 0)
         self.filters = filters
         self.replays = filters[-1].replays
+        self.replay_correction = filters[-1].replay_correction
         self.needs_clip_fraction = any(f.needs_clip_fraction for f in filters)
         self._metrics: dict[str, float] = {}
 

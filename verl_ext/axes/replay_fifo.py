@@ -10,10 +10,11 @@ when it holds fewer) and replayed with all their rollouts, so replayed groups al
 With ``fraction = 1 - σ`` and ``data.train_batch_size = σ B`` the update holds ``B`` groups of which ``σ B`` were
 generated this step: the paper's σ = 0.5.
 
-Replayed rollouts train with their stored old log-probs and generation-time advantages
-(:mod:`verl_ext.trainer.replay`): the ratio is taken against the generating policy μ and clipped around it.
-**[decision]** the authors' loss instead recomputes π_old for the replayed rows and clips π_θ/π_old, weighted by
-π_old/μ (verl's "decoupled" rollout correction); not implemented here. Composes with any selector:
+Replayed rollouts keep their generation-time advantages (:mod:`verl_ext.trainer.replay`). Their loss, as the
+authors' (``correction=decoupled``, [paper] ``core_algos.py:197-235``): the current policy recomputes their old
+log-probs π_old before the update, the ratio π_θ/π_old is clipped as usual and each token is weighted by π_old/μ
+(μ: the generating policy's stored log-prob; verl's ``rollout_is_weights``, untruncated); fresh rollouts get weight 1.
+``correction=stored`` trains them against μ directly (CBS's convention). Composes with any selector:
 ``selector=dots rollout_filter=replay_fifo``.
 """
 
@@ -35,11 +36,14 @@ class ReplayFifoFilterConfig:
     name: str = "replay_fifo"
     capacity: int = 128  # groups; the authors' buffer holds one training batch of prompts (512 of 512)
     fraction: float = 0.5  # replayed share of the update's groups (1 - σ)
+    correction: str = "decoupled"  # decoupled (π_old recomputed, weight π_old/μ) | stored (ratio against μ)
 
     def __post_init__(self):
         if self.capacity < 1 or not 0.0 <= self.fraction < 1.0:
             raise ValueError(f"rollout_filter=replay_fifo: capacity={self.capacity} must be >= 1 and "
                              f"fraction={self.fraction} in [0, 1)")
+        if self.correction not in ("decoupled", "stored"):
+            raise ValueError(f"rollout_filter=replay_fifo: correction={self.correction!r}; choose decoupled or stored")
 
 
 class ReplayFifoFilter(RolloutFilter):
@@ -51,6 +55,7 @@ class ReplayFifoFilter(RolloutFilter):
         self.groups: dict[int, np.ndarray] = {}  # task index -> rollout ids of its newest stored group, oldest first
         self._replay = np.zeros(0, dtype=np.int64)
         self._metrics: dict[str, float] = {}
+        self.replay_correction = config.correction
 
     def select(self, step: int, rollouts: RolloutView) -> np.ndarray:
         if rollouts.rollout_id is None:

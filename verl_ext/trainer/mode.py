@@ -54,6 +54,7 @@ from verl.utils import tensordict_utils as tu
 from verl.utils.config import omega_conf_to_dataclass
 from verl.utils.dataset.rl_dataset import collate_fn
 from verl.utils.debug import marked_timer
+from verl.workers.utils.padding import response_from_nested
 
 from verl_ext.axes import RolloutView, StepResults
 from verl_ext.axes.types import rollout_ids
@@ -328,6 +329,9 @@ class DataSelectionTrainer(PPOTrainerSync):
             extra = [(k, t) for k, t in zip(train.keys, train.tags) if k not in known]
             extra_keys, extra_tags = [k for k, _ in extra], [t for _, t in extra]
             self._zero_trainer_fields(train, extra_keys)
+            if step.replay_keys and self.axes.rollout_filter.replay_correction == "decoupled":
+                with marked_timer("replay_correction", self.timing_raw):
+                    self._decouple_replays(train, metrics)
         train = self._tag_rows(train)
         step.plan = self._plan
 
@@ -350,6 +354,41 @@ class DataSelectionTrainer(PPOTrainerSync):
             return batch
         return KVBatchMeta(keys=batch.keys + extra_keys, tags=batch.tags + extra_tags, partition_id=batch.partition_id,
                            fields=batch.fields, extra_info=batch.extra_info)
+
+    def _decouple_replays(self, train: KVBatchMeta, metrics: dict) -> None:
+        """Replayed rows under the decoupled loss (DOTS+RR): their old log-probs become the current policy's
+        (π_old, recomputed here over the update batch), the stored ones (μ, their generating policy's) turn into
+        per-token weights exp(π_old − μ) that verl's policy losses multiply in (``rollout_is_weights``); other
+        rows keep their old log-probs and weight 1 (or verl's own rollout-correction weights when present)."""
+        replay = set(self._step.replay_keys)
+        temperature = self.config.actor_rollout_ref.rollout.temperature
+        self.actor_rollout_wg.compute_log_prob(KVBatchMeta(
+            keys=train.keys, tags=train.tags, partition_id=train.partition_id, fields=train.fields,
+            extra_info={**train.extra_info, "calculate_entropy": False, "compute_loss": False,
+                        "temperature": temperature}))
+        fields = ["log_probs", "old_log_probs", "response_mask"]
+        has_weights = "rollout_is_weights" in (train.fields or ())
+        data = tq.kv_batch_get(keys=train.keys, partition_id=train.partition_id,
+                               select_fields=fields + (["rollout_is_weights"] if has_weights else []))
+        current = response_from_nested(data["log_probs"], data["response_mask"]).unbind()
+        stored = data["old_log_probs"].unbind()
+        given = data["rollout_is_weights"].unbind() if has_weights else [None] * len(stored)
+        old, weights, replayed = [], [], []
+        for key, now, mu, w in zip(train.keys, current, stored, given):
+            if key in replay:
+                now = now.to(mu.dtype)
+                old.append(now)
+                weights.append(torch.exp(now.float() - mu.float()).to(mu.dtype))
+                replayed.append(weights[-1])
+            else:
+                old.append(mu)
+                weights.append(torch.ones_like(mu) if w is None else w)
+        nested = partial(torch.nested.as_nested_tensor, layout=torch.jagged)
+        tq.kv_batch_put(keys=train.keys, partition_id=train.partition_id, fields=TensorDict(
+            {"old_log_probs": nested(old), "rollout_is_weights": nested(weights)}, batch_size=len(train)))
+        tokens = torch.cat(replayed).float()
+        metrics["data_selection/replay/is_weight_mean"] = float(tokens.mean())
+        metrics["data_selection/replay/is_weight_max"] = float(tokens.max())
 
     def _zero_trainer_fields(self, batch: KVBatchMeta, keys: list[str]) -> None:
         names = [f for f in TRAINER_TOKEN_FIELDS if f in (batch.fields or ())]
