@@ -8,7 +8,7 @@ STAMP := $(VENV)/.verl-ext-installed
 # CPU machines: torch pinned in the same command as verl, or pip pulls a multi-GB CUDA build.
 EXTRAS ?= cpu,dev
 TORCH_PIN ?= torch==2.13.0
-PYTEST_ARGS ?=
+PYTEST_ARGS ?= --durations=25
 
 .PHONY: install install-gpu check-gpu demo test bench clean
 
