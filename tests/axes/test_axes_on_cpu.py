@@ -76,7 +76,8 @@ def test_sequential_selector_offline_easy_to_hard_and_resume():
 
 
 def test_unknown_names_and_keys_are_rejected_with_the_valid_ones():
-    with pytest.raises(ValueError, match=r"unknown selector 'nope'; choose from \['ads', 'bots', 'dots', 'sequential', 'uniform'\]"):
+    with pytest.raises(ValueError, match=r"unknown selector 'nope'; choose from \['ads', 'bots', 'dots', 'progress', "
+                                         r"'prompt_utility', 'sequential', 'uniform'\]"):
         make_config("selector", {"name": "nope"})
     with pytest.raises(ValueError, match=r"unknown keys \['bogus'\]; valid keys are"):
         make_config("allocator", {"name": "variance", "bogus": 1})

@@ -25,6 +25,9 @@ from verl_ext.axes.filters import (
     KeepAllFilterConfig,
 )
 from verl_ext.axes.knapsack import KnapsackAllocator, KnapsackAllocatorConfig
+from verl_ext.axes.progress import (
+    ProgressSelector, ProgressSelectorConfig, PromptUtilitySelector, PromptUtilitySelectorConfig,
+)
 from verl_ext.axes.replay_fifo import ReplayFifoFilter, ReplayFifoFilterConfig
 from verl_ext.axes.selectors import SequentialSelector, SequentialSelectorConfig, UniformSelector, UniformSelectorConfig
 from verl_ext.axes.types import RolloutView, StepResults, TaskPool, TaskStats
@@ -44,6 +47,8 @@ register("selector", SequentialSelectorConfig, SequentialSelector)
 register("selector", BotsSelectorConfig, BotsSelector)
 register("selector", AdsSelectorConfig, AdsSelector)
 register("selector", DotsSelectorConfig, DotsSelector)
+register("selector", ProgressSelectorConfig, ProgressSelector)
+register("selector", PromptUtilitySelectorConfig, PromptUtilitySelector)
 register("allocator", FixedAllocatorConfig, FixedAllocator)
 register("allocator", VarianceAllocatorConfig, VarianceAllocator)
 register("allocator", CobaAllocatorConfig, CobaAllocator)

@@ -53,6 +53,7 @@ class StepResults:
     task_index: np.ndarray  # int64 [R], stable task index of each rollout
     reward: np.ndarray  # float [R], the verifier score
     success: np.ndarray  # bool [R], reward counts as a success (score >= 1)
+    format_valid: np.ndarray | None = None  # bool [R], the verifier's well-formed-answer flag (None: not reported)
 
     @classmethod
     def from_rewards(cls, task_index, reward, success_threshold: float = 1.0) -> "StepResults":
