@@ -41,3 +41,14 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
     result["score"] = float(result["score"])
     result["acc"] = float(result["score"] >= 1.0)
     return result
+
+
+def format_valid(info: dict) -> bool | None:
+    """The one rule for a well-formed completion (the selectors' format flags, SPEC.md §5): an explicit
+    ``format_valid`` key of the reward's extra info, else its diagnostics: exactly one ``<answer>`` that parses,
+    at most one ``<think>``, no error; None when the reward reported neither."""
+    if "format_valid" in info:
+        return bool(info["format_valid"])
+    if not all(k in info for k in DIAGNOSTIC_KEYS):
+        return None
+    return bool(info["has_answer"]) and not any(info[k] for k in DIAGNOSTIC_KEYS if k != "has_answer")

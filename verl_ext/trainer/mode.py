@@ -86,6 +86,7 @@ class _Step:
     keys: list[str] = field(default_factory=list)  # real rollouts, RolloutView order
     view: RolloutView | None = None
     old_log_prob: np.ndarray | None = None  # per rollout, mean over response tokens
+    format_valid: np.ndarray | None = None  # per rollout, the reward's well-formed-answer flag (None: not reported)
     kept: np.ndarray | None = None
     replay_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     replay_keys: list[str] = field(default_factory=list)  # their keys in this step's partition
@@ -125,6 +126,21 @@ def _token_mean(values: torch.Tensor, mask: torch.Tensor) -> np.ndarray:
 
 def _as_list(value) -> list:
     return value.tolist() if hasattr(value, "tolist") else list(value)
+
+
+def _format_flags(extra_fields, order: np.ndarray) -> np.ndarray | None:
+    """Per rollout (in ``order``), the reward's well-formed-answer flag (:func:`verl_ext.rewards.format_valid`)
+    from verl's ``extra_fields.reward_extra_info``; None unless every rollout reports one."""
+    from verl_ext.rewards import format_valid
+
+    flags = []
+    for value in _as_list(extra_fields):
+        fields = getattr(value, "data", value)
+        info = fields.get("reward_extra_info", {}) if isinstance(fields, dict) else {}
+        flags.append(format_valid(info))
+    if not flags or any(f is None for f in flags):
+        return None
+    return np.array(flags, dtype=bool)[order]
 
 
 @register_trainer(TRAINER_MODE)
@@ -230,11 +246,13 @@ class DataSelectionTrainer(PPOTrainerSync):
         keys = [k for k, t in zip(batch.keys, batch.tags) if not t.get("is_padding", False)]
         token_fields = ["rm_scores", "advantages", "response_mask"] + [
             f for f in ("old_log_probs", "entropy") if f in (batch.fields or ())]
+        extra = ["extra_fields"] if "extra_fields" in (batch.fields or ()) else []
         data = tq.kv_batch_get(keys=keys, partition_id=batch.partition_id,
-                               select_fields=["index", "responses", *token_fields])
+                               select_fields=["index", "responses", *token_fields, *extra])
         order = self._canonical_order(keys, data["responses"])
         step.keys = [keys[i] for i in order]
         index = np.array(_as_list(data["index"]), dtype=np.int64)[order]
+        valid = _format_flags(data["extra_fields"], order) if extra else None
         dense = data.select(*token_fields).to_padded_tensor()[torch.from_numpy(order)]
         mask = dense["response_mask"].float()
         length = mask.sum(-1)
@@ -242,6 +260,9 @@ class DataSelectionTrainer(PPOTrainerSync):
         advantage = _token_mean(dense["advantages"], mask)
         group = np.unique([k.rsplit("_", 2)[0] for k in step.keys], return_inverse=True)[1]
         results = StepResults.from_rewards(index, reward)
+        if valid is not None:
+            results = StepResults(results.task_index, results.reward, results.success, valid)
+        step.format_valid = valid
         entropy = _token_mean(dense["entropy"], mask) if "entropy" in token_fields else None
         if "old_log_probs" in token_fields:
             step.old_log_prob = _token_mean(dense["old_log_probs"], mask)
@@ -447,6 +468,7 @@ class DataSelectionTrainer(PPOTrainerSync):
                 "tasks": step.tasks.tolist(), "counts": step.counts.tolist(),
                 "rollout_task": v.task_index.tolist(), "rollout_group": v.group.tolist(),
                 "rollout_reward": v.reward.tolist(), "rollout_advantage": v.advantage.tolist(),
+                "rollout_format_valid": None if step.format_valid is None else step.format_valid.tolist(),
                 "rollout_length": v.response_length.tolist(),
                 "rollout_entropy": None if v.entropy is None else v.entropy.tolist(),
                 "rollout_id": v.rollout_id.tolist(),
