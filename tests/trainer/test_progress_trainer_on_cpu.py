@@ -1,7 +1,8 @@
-"""Prompt-level progress sampling (``selector=prompt_utility``, SPEC.md §5) through the real trainer: 8 scenario
-tasks whose scripted reward also reports the verifier's format flags (``format_valid`` in the reward's extra
-info, as the Countdown verifier's diagnostics do). The flags reach the selector with every rollout (step dumps),
-and a fresh selector replayed on the run's recorded rewards and flags chooses exactly what the run chose."""
+"""Prompt-level progress sampling (``selector=prompt_utility``, SPEC.md §5) under the RLOO objective
+(``+objective=rloo``) through the real trainer: 8 scenario tasks whose scripted reward also reports the verifier's
+format flags (``format_valid`` in the reward's extra info, as the Countdown verifier's diagnostics do). The flags
+reach the selector with every rollout (step dumps), a fresh selector replayed on the run's recorded rewards and
+flags chooses exactly what the run chose, and the advantages are leave-one-out."""
 
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ def run_dir(tmp_path_factory):
     data = {"train": str(root / "train.parquet"), "test": str(root / "test.parquet"), "reward": str(root / "reward.py")}
     overrides = common_overrides(data, root / "run", STEPS, tasks=TASKS, n=N, mini=TASKS) + [
         f"+reward.custom_reward_function.reward_kwargs.counter_file={root}/run/coin_counts.json",
-        f"data.seed={SEED}", "selector=prompt_utility"]
+        f"data.seed={SEED}", "+objective=rloo", "selector=prompt_utility"]
     run("verl_ext.main", overrides, root / "run.log")
     return root / "run"
 
@@ -78,3 +79,20 @@ def test_a_replayed_selector_chooses_what_the_run_chose(run_dir):
         assert metrics[step]["data_selection/selector/format_valid_rate"] == pytest.approx(
             np.mean(d["rollout_format_valid"]))
     assert selector.valid.sum() < selector.rollouts.sum()  # the flags, not the scores (0.1 > 0), were used
+
+
+def test_rloo_advantages_are_leave_one_out_and_the_update_uses_the_capped_reinforce_loss(run_dir):
+    from eval.run_logs import Run
+
+    for step, d in records.read_dumps(run_dir).items():
+        rewards, tasks = np.array(d["rollout_reward"]), np.array(d["rollout_task"])
+        for t in np.unique(tasks):
+            r = rewards[tasks == t]
+            want = r - (r.sum() - r) / (len(r) - 1)
+            np.testing.assert_allclose(np.array(d["rollout_advantage"])[tasks == t], want, atol=1e-5)
+    # bypass mode's REINFORCE loss ran: its sequence-level weights pi_theta / pi_rollout, capped at 2, are logged
+    metrics = Run("progress", run_dir).metrics
+    for step in metrics:
+        m = metrics[step]
+        assert 0 < m["actor/rollout_corr/rollout_is_seq_min"] <= m["actor/rollout_corr/rollout_is_seq_max"] <= 2.0
+        assert m["actor/rollout_corr/rollout_is_mean"] == pytest.approx(1.0, abs=0.05)  # one update per step
