@@ -9,32 +9,24 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.trainer.test_axes_trainer_on_cpu import common_overrides, run
+from tests.trainer.test_axes_trainer_on_cpu import REWARD as SCENARIO_REWARD, common_overrides, run
 from verl_ext.axes import StepResults, TaskPool, build_selector
 from verl_ext.trainer import records
 
 STEPS, SEED, N, TASKS = 3, 4, 4, 4
 KINDS = ["easy", "coin", "hard", "coin", "easy", "hard", "coin", "easy"]
 SELECTOR = {"name": "prompt_utility"}
-REWARD = '''
-import json, os, threading
-_lock = threading.Lock()
+REWARD = SCENARIO_REWARD + '''
+_scenario_score = compute_score
+
 
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, counter_file=None, **kwargs):
-    """easy: right and well formed; hard: no answer; coin: alternately right and malformed (0.1)."""
-    kind, index = extra_info["kind"], str(extra_info["index"])
-    if kind != "coin":
-        score = 1.0 if kind == "easy" else 0.0
-        return {"score": score, "acc": score, "format_valid": int(kind == "easy")}
-    with _lock:
-        os.makedirs(os.path.dirname(counter_file), exist_ok=True)
-        counts = json.load(open(counter_file)) if os.path.exists(counter_file) else {}
-        counts[index] = counts.get(index, 0) + 1
-        with open(counter_file + ".tmp", "w") as f:
-            json.dump(counts, f)
-        os.replace(counter_file + ".tmp", counter_file)
-    right = counts[index] % 2 == 1
-    return {"score": 1.0 if right else 0.1, "acc": float(right), "format_valid": int(right)}
+    """The scenario's (easy right, hard wrong, coin alternating), with format flags: a wrong coin attempt is
+    malformed (0.1), a hard one has no answer (0.0); only right answers are well formed."""
+    out = _scenario_score(data_source, solution_str, ground_truth, extra_info, counter_file)
+    right = out["score"] == 1.0
+    score = 0.1 if extra_info["kind"] == "coin" and not right else out["score"]
+    return {"score": score, "acc": out["acc"], "format_valid": int(right)}
 '''
 
 
