@@ -171,7 +171,8 @@ class ProgressSelector(TaskSelector):
         chosen: list[np.ndarray] = []
         need = batch_size
         while need:
-            weights = p * np.array([len(m) > 0 for m in left])
+            has = np.array([len(m) > 0 for m in left], dtype=np.float64)
+            weights = p * has if (p * has).sum() > 0 else has  # buckets at probability 0 only when nothing else is left
             counts = self.rng.multinomial(need, weights / weights.sum())
             for b in np.flatnonzero(counts):
                 take = min(int(counts[b]), len(left[b]))
