@@ -16,7 +16,8 @@ Only small methods of ``PPOTrainerSync`` are overridden (``trainer/ppo/v1/traine
                                        ``data_selection/*`` metrics
 ``_update_critic`` / ``_update_actor`` the filtered and replayed rollouts only (none: the actor update is
                                        skipped), mini-batches of the plan, per-sample clip fraction /
-                                       entropy -> ``filter.observe_update``
+                                       entropy -> ``filter.observe_update``; a ``decoupled`` replay
+                                       correction recomputes the replayed rows' old log-probs first
 ``_save_checkpoint`` / ``_load_checkpoint``  component state in ``global_step_N/data_selection.pt``, the
                                        replay store in ``global_step_N/replay_store.pt``
 ``on_init_end``                        installs the per-sample loss; per-run metrics file
@@ -26,8 +27,9 @@ Only small methods of ``PPOTrainerSync`` are overridden (``trainer/ppo/v1/traine
 The filter cuts the batch at the actor update: verl computes old log-probs, advantages (grouped by
 ``uid``, so unequal group sizes are fine), the critic update and the logged metrics on every
 rollout of the step; the actor learns from the kept ones plus the replayed ones
-(:mod:`verl_ext.trainer.replay`), which keep their stored old log-probs and advantages and are
-cleared from TransferQueue right after the update. Not supported (refused before Ray starts,
+(:mod:`verl_ext.trainer.replay`), which keep their generation-time advantages and either their stored
+old log-probs (``replay_correction="stored"``) or the current policy's with the weight π_old / μ
+(``"decoupled"``), and are cleared from TransferQueue right after the update. Not supported (refused before Ray starts,
 :func:`verl_ext.trainer.startup_checks.check_supported`): async modes, ``parameter_sync_step > 1``,
 refills, DAPO ``algorithm.filter_groups`` (use a rollout filter), distillation, a critic whose
 ``ppo_mini_batch_size`` differs from the actor's.
