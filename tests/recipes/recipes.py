@@ -65,6 +65,14 @@ def launch(group: str, script: str, *args: str, timeout: int = 120, **env: str):
                           timeout=timeout, env={**environ, "DRY_RUN": "1", **env}, cwd=ROOT)
 
 
+def commands(proc) -> list[list[str]]:
+    """The commands a ``DRY_RUN=1`` launcher printed (:func:`launch`), one word list per line, shell-unquoted."""
+    import shlex
+
+    assert proc.returncode == 0, proc.stderr
+    return [shlex.split(line) for line in proc.stdout.splitlines()]
+
+
 def rollout_budget(cfg) -> int:
     from verl_ext.trainer.components import rollout_budget as budget
 

@@ -5,12 +5,10 @@ build the right commands (DRY_RUN=1), DOTS+RR with its replay filter, fresh batc
 No training here (scripts/ads/cpu_embedded.sh runs the CPU preset; tests/trainer/test_ads_trainer_on_cpu.py)."""
 
 import functools
-import shlex
-import subprocess
 
 import pytest
 from tests.recipes.recipes import (
-    RECIPES, ROOT, SCRIPTS, check_recipe, check_scripts, compose_recipe, launch, rollout_budget,
+    RECIPES, ROOT, SCRIPTS, check_recipe, check_scripts, commands, compose_recipe, launch, rollout_budget,
 )
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")
@@ -51,10 +49,6 @@ def _launch(script: str, *args: str, **env: str):
     return launch("ads", script, *args, **env)
 
 
-def _runs(proc: subprocess.CompletedProcess) -> list[list[str]]:
-    assert proc.returncode == 0, proc.stderr
-    return [shlex.split(line) for line in proc.stdout.splitlines()]
-
 
 def _overrides(words: list[str]) -> list[str]:
     """A printed training command's Hydra overrides after ``+ads=SETTING``."""
@@ -79,16 +73,13 @@ def _selector_settings(setting: str, selector: str) -> list[str]:
 
 @functools.cache
 def _command(setting: str, *args: str) -> tuple[str, ...]:
-    (words,) = _runs(_launch(f"{setting}.sh", *args, DATA_DIR="/data", OUT_DIR="/out"))
+    (words,) = commands(_launch(f"{setting}.sh", *args, DATA_DIR="/data", OUT_DIR="/out"))
     return tuple(words)
 
 
 def _compose(setting: str, *overrides: str):
     return compose_recipe("ads", setting, *overrides)
 
-
-def _budget(cfg) -> int:
-    return rollout_budget(cfg)
 
 
 def _check_objective(cfg, objective: str) -> None:
@@ -110,10 +101,10 @@ def _check_selector(cfg, choice: str) -> None:
         assert cfg.selector.embedding_file == cfg.data.train_files.replace(".parquet", ".embeddings.npy")
         assert (cfg.rollout_filter.name, cfg.rollout_filter.capacity, cfg.rollout_filter.fraction) == (
             "replay_fifo", 128, 0.5)
-        assert cfg.data.train_batch_size == 64 and _budget(cfg) == 64 * 8
+        assert cfg.data.train_batch_size == 64 and rollout_budget(cfg) == 64 * 8
     else:  # all-wrong groups dropped (the code extra); 128 prompts x 8
         assert (cfg.rollout_filter.name, cfg.rollout_filter.drop) == ("drop_degenerate", "all_wrong")
-        assert cfg.data.train_batch_size == 128 and _budget(cfg) == 128 * 8
+        assert cfg.data.train_batch_size == 128 and rollout_budget(cfg) == 128 * 8
 
 
 @pytest.mark.parametrize("objective", sorted(OBJECTIVES))
@@ -176,7 +167,7 @@ def test_recipes_leave_the_objectives_keys_to_the_objectives():
 
 @functools.cache
 def _grid(setting: str, **env: str) -> list[list[str]]:
-    return _runs(_launch("grid.sh", setting, DATA_DIR="/data", **env))
+    return commands(_launch("grid.sh", setting, DATA_DIR="/data", **env))
 
 
 def _grid_cells() -> list[tuple[str, str, tuple[str, ...]]]:
@@ -208,7 +199,7 @@ def test_grid_dry_run():
     names = [w.split("=", 1)[1] for r in _grid(PAPER_SETTING, SWEEP="objectives") for w in r
              if w.startswith("trainer.experiment_name=")]
     assert names == [f"{PAPER_SETTING}-{o}-{s}" for o in ("dapo", "gspo") for s in ("uniform", "ads")]
-    runs = _runs(_launch("grid.sh", PAPER_SETTING, "trainer.val_before_train=false", OBJECTIVES="gspo",
+    runs = commands(_launch("grid.sh", PAPER_SETTING, "trainer.val_before_train=false", OBJECTIVES="gspo",
                          SELECTORS="ads_no_intra"))
     assert [_settings_overrides(r) for r in runs] == [["+objective=gspo", "selector=ads_no_intra", KL,
                                                        "trainer.val_before_train=false"]]
@@ -243,18 +234,18 @@ def test_launcher_refuses_what_it_cannot_set_up():
 def test_cpu_preset_composes_for_the_cpu(selector):
     from verl_ext.cpu import cpu_overrides
 
-    _, _, train = _runs(_launch("cpu_embedded.sh", "grpo", selector, FORCE="1", DATA_DIR="/d"))
+    _, _, train = commands(_launch("cpu_embedded.sh", "grpo", selector, FORCE="1", DATA_DIR="/d"))
     cfg = _compose("cpu_embedded", *cpu_overrides(), *_overrides(train))
     rollout = cfg.actor_rollout_ref.rollout
     assert (rollout.name, cfg.trainer.device) == ("hf", "cpu") and cfg.algorithm.use_kl_in_reward
     assert cfg.data.train_files == "/d/arithmetic_ads/train.parquet" and cfg.trainer.total_training_steps == 3
     assert cfg.selector.name == SELECTORS[selector]["name"]
     if selector == "dots":  # 1 reference + 1 targeted prompt, as many replayed groups
-        assert (cfg.data.train_batch_size, _budget(cfg), cfg.selector.reference_size) == (2, 8, 1)
+        assert (cfg.data.train_batch_size, rollout_budget(cfg), cfg.selector.reference_size) == (2, 8, 1)
         assert cfg.selector.embedding_file == "/d/arithmetic_ads/train.embeddings.npy"
         assert cfg.rollout_filter.name == "replay_fifo"
     else:
-        assert (cfg.data.train_batch_size, _budget(cfg)) == (4, 16)
+        assert (cfg.data.train_batch_size, rollout_budget(cfg)) == (4, 16)
         assert (cfg.rollout_filter.name, cfg.rollout_filter.drop) == ("drop_degenerate", "all_wrong")
     if selector.startswith("ads"):  # 4 prompts a step: 2 clusters x 2, or one mini-cluster of 4
         assert cfg.selector.clusters_per_step * cfg.selector.mini_cluster_size == 4
@@ -262,7 +253,7 @@ def test_cpu_preset_composes_for_the_cpu(selector):
 
 
 def test_cpu_launcher_dry_run():
-    prep, clusters, train = _runs(_launch("cpu_embedded.sh", "gspo", "trainer.total_training_steps=2", DATA_DIR="/d",
+    prep, clusters, train = commands(_launch("cpu_embedded.sh", "gspo", "trainer.total_training_steps=2", DATA_DIR="/d",
                                           FORCE="1"))
     assert " ".join(prep).endswith("-m data_prep arithmetic --out /d --train-size 16 --test-size 8")
     assert clusters[1:7] == ["-m", "data_prep.ads_clusters", "--input", "/d/arithmetic/train.parquet", "--out",
@@ -275,7 +266,7 @@ def test_cpu_launcher_dry_run():
 
 
 def test_prepare_data_dry_run(tmp_path):
-    runs = _runs(_launch("prepare_data.sh", DATA_DIR=str(tmp_path), OPENR1_MATH_INPUT="/dl/openr1",
+    runs = commands(_launch("prepare_data.sh", DATA_DIR=str(tmp_path), OPENR1_MATH_INPUT="/dl/openr1",
                          QWEN3_4B_BASE_MODEL="/models/q4b"))
     openr1, *prep, overlap = runs[:1 + len(ALL_BENCHMARKS) + 1]
     (long_context,) = [r for r in runs if "data_prep.long_context" in r]
@@ -303,7 +294,7 @@ def test_prepare_data_dry_run(tmp_path):
         cfg = _compose(setting, f"recipe.data_dir={tmp_path}")
         assert cfg.data.train_files == f"{tmp_path}/openr1_ads_{setting}/train.parquet"
     assert _compose(PAPER_SETTING, f"recipe.data_dir={tmp_path}").actor_rollout_ref.model.path == long_model
-    one = _runs(_launch("prepare_data.sh", DATA_DIR=str(tmp_path), SETTINGS="qwen3-4b-base"))
+    one = commands(_launch("prepare_data.sh", DATA_DIR=str(tmp_path), SETTINGS="qwen3-4b-base"))
     assert [r[8] for r in one if "data_prep.ads_clusters" in r] == ["Qwen/Qwen3-4B-Base"]
     assert _launch("prepare_data.sh", DATA_DIR=str(tmp_path), SETTINGS="nope").returncode == 2
     assert not any(tmp_path.iterdir())  # a dry run writes nothing

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 from tests.recipes.recipes import (
-    RECIPES, ROOT, SCRIPTS, check_recipe, check_scripts, compose_recipe, launch, rollout_budget,
+    RECIPES, ROOT, SCRIPTS, check_recipe, check_scripts, commands, compose_recipe, launch, rollout_budget,
 )
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")
@@ -46,10 +46,6 @@ def _launch(script: str, *args: str, **env: str):
     return launch("cbs", script, *args, **env)
 
 
-def _runs(proc: subprocess.CompletedProcess) -> list[list[str]]:
-    assert proc.returncode == 0, proc.stderr
-    return [line.split() for line in proc.stdout.splitlines()]
-
 
 def _overrides(words: list[str]) -> list[str]:
     """A printed training command's Hydra overrides after ``+cbs=SETTING``."""
@@ -63,16 +59,13 @@ def _settings_overrides(words: list[str]) -> list[str]:
 
 @functools.cache
 def _command(setting: str, *args: str) -> tuple[str, ...]:
-    (words,) = _runs(_launch(f"{setting}.sh", *args, DATA_DIR="/data", OUT_DIR="/out"))
+    (words,) = commands(_launch(f"{setting}.sh", *args, DATA_DIR="/data", OUT_DIR="/out"))
     return tuple(words)
 
 
 def _compose(setting: str, *overrides: str):
     return compose_recipe("cbs", setting, *overrides)
 
-
-def _budget(cfg) -> int:
-    return rollout_budget(cfg)
 
 
 def _check_objective(cfg, objective: str) -> None:
@@ -82,7 +75,7 @@ def _check_objective(cfg, objective: str) -> None:
     assert actor.loss_agg_mode == agg and not actor.use_kl_loss and not cfg.algorithm.use_kl_in_reward
     assert (cfg.data.train_batch_size, cfg.trainer.total_training_steps) == (prompts, steps)
     assert [dict(p) for p in cfg.data_selection.prefilters] == prefilters
-    assert _budget(cfg) == prompts * 8  # every generated rollout counts (DAPO: 3 x 1,024)
+    assert rollout_budget(cfg) == prompts * 8  # every generated rollout counts (DAPO: 3 x 1,024)
 
 
 def _check_scheduler(cfg, setting: str, objective: str, choice: str, **swept) -> None:
@@ -146,7 +139,7 @@ def test_recipes_leave_the_objectives_keys_to_the_objectives():
 
 @functools.cache
 def _grid(setting: str, **env: str) -> list[list[str]]:
-    return _runs(_launch("grid.sh", setting, DATA_DIR="/data", **env))
+    return commands(_launch("grid.sh", setting, DATA_DIR="/data", **env))
 
 
 def _grid_cells() -> list[tuple[str, str, tuple[str, ...]]]:
@@ -182,11 +175,11 @@ def test_grid_dry_run():
     grpo_cbs = next(r for r in _grid(PAPER_SETTING) if f"trainer.experiment_name={PAPER_SETTING}-grpo-cbs" in r)
     assert _settings_overrides(grpo_cbs) == ["+objective=grpo", "rollout_filter=cbs", "rollout_filter.entropy_threshold=0.1",
                                              "rollout_filter.epsilon_min=0.2"]
-    runs = _runs(_launch("grid.sh", PAPER_SETTING, "trainer.val_before_train=false", OBJECTIVES="dapo", FILTERS="cbs"))
+    runs = commands(_launch("grid.sh", PAPER_SETTING, "trainer.val_before_train=false", OBJECTIVES="dapo", FILTERS="cbs"))
     assert [_settings_overrides(r) for r in runs] == [[
         "+objective=dapo", "rollout_filter=cbs", "data.train_batch_size=384", "trainer.total_training_steps=200",
         "rollout_filter.entropy_threshold=0.5", "rollout_filter.epsilon_min=0.2", "trainer.val_before_train=false"]]
-    ablation = _runs(_launch("grid.sh", PAPER_SETTING, SWEEP="ablation", OBJECTIVES="grpo dapo gspo"))
+    ablation = commands(_launch("grid.sh", PAPER_SETTING, SWEEP="ablation", OBJECTIVES="grpo dapo gspo"))
     assert [w.split("=", 1)[1] for r in ablation for w in r if w.startswith("rollout_filter=")] == [*ABLATIONS] * 3
     assert _launch("grid.sh", PAPER_SETTING, SWEEP="nope").returncode == 2
     assert _launch("grid.sh", "no_such_setting").returncode == 2
@@ -203,7 +196,7 @@ def test_buffer_sweep():
         assert _settings_overrides(words) == ["+objective=grpo", "rollout_filter=cbs",
                                               "rollout_filter.entropy_threshold=0.1", "rollout_filter.epsilon_min=0.2",
                                               *sweep]
-    gspo = _runs(_launch("grid.sh", PAPER_SETTING, SWEEP="buffer", OBJECTIVES="gspo", BUFFERS="2048 1024"))
+    gspo = commands(_launch("grid.sh", PAPER_SETTING, SWEEP="buffer", OBJECTIVES="gspo", BUFFERS="2048 1024"))
     assert [_settings_overrides(r)[-1] for r in gspo] == ["rollout_filter.warmup=0", "rollout_filter.buffer_size=1024"]
 
 
@@ -236,20 +229,20 @@ def test_launcher_refuses_what_it_cannot_set_up():
 def test_cpu_preset_composes_for_the_cpu():
     from verl_ext.cpu import cpu_overrides
 
-    _, train = _runs(_launch("cpu_embedded.sh", FORCE="1", DATA_DIR="/d"))
+    _, train = commands(_launch("cpu_embedded.sh", FORCE="1", DATA_DIR="/d"))
     assert _settings_overrides(train) == ["+objective=grpo", "rollout_filter=cbs_star",
                                           "rollout_filter.entropy_threshold=0.1", "rollout_filter.epsilon_min=0.2",
                                           "rollout_filter.warmup=1", "rollout_filter.epsilon0=0.5"]
     cfg = _compose("cpu_embedded", *cpu_overrides(), *_overrides(train))
     rollout = cfg.actor_rollout_ref.rollout
-    assert (rollout.name, cfg.trainer.device, cfg.data.train_batch_size, _budget(cfg)) == ("hf", "cpu", 4, 16)
+    assert (rollout.name, cfg.trainer.device, cfg.data.train_batch_size, rollout_budget(cfg)) == ("hf", "cpu", 4, 16)
     assert (cfg.rollout_filter.name, cfg.rollout_filter.keep_fraction, cfg.rollout_filter.warmup) == ("cbs_star", 0.3, 1)
     assert cfg.data.train_files == "/d/arithmetic/train.parquet" and cfg.trainer.total_training_steps == 3
     assert cfg.actor_rollout_ref.actor.ppo_mini_batch_size == 4 and cfg.data.max_response_length == 64
     check_recipe(cfg)
-    _, train = _runs(_launch("cpu_embedded.sh", "dapo", "cbs", FORCE="1"))
+    _, train = commands(_launch("cpu_embedded.sh", "dapo", "cbs", FORCE="1"))
     cfg = _compose("cpu_embedded", *cpu_overrides(), *_overrides(train))
-    assert (cfg.data.train_batch_size, _budget(cfg), cfg.trainer.total_training_steps) == (12, 48, 3)
+    assert (cfg.data.train_batch_size, rollout_budget(cfg), cfg.trainer.total_training_steps) == (12, 48, 3)
     assert (cfg.rollout_filter.name, cfg.rollout_filter.buffer_size, cfg.rollout_filter.entropy_threshold) == (
         "cbs", 32, 0.5)
     assert cfg.data_selection.prefilters[0].name == "dapo_dynamic"
@@ -257,7 +250,7 @@ def test_cpu_preset_composes_for_the_cpu():
 
 
 def test_cpu_launcher_dry_run():
-    prep, train = _runs(_launch("cpu_embedded.sh", "gspo", "trainer.total_training_steps=2", DATA_DIR="/d",
+    prep, train = commands(_launch("cpu_embedded.sh", "gspo", "trainer.total_training_steps=2", DATA_DIR="/d",
                                 FORCE="1"))
     assert " ".join(prep).endswith("-m data_prep arithmetic --out /d --train-size 12 --test-size 8")
     assert train[3:7] == ["--cpu", "--config-dir", str(RECIPES), "+cbs=cpu_embedded"]
@@ -268,7 +261,7 @@ def test_cpu_launcher_dry_run():
 
 
 def test_prepare_data_dry_run(tmp_path):
-    *runs, overlap = _runs(_launch("prepare_data.sh", DATA_DIR=str(tmp_path), DAPO_MATH_INPUT="/dl/dapo.parquet"))
+    *runs, overlap = commands(_launch("prepare_data.sh", DATA_DIR=str(tmp_path), DAPO_MATH_INPUT="/dl/dapo.parquet"))
     (merge,) = [r for r in runs if r[2] == "data_prep.merge"]
     prep = [r for r in runs if r[2] != "data_prep.merge"]
     assert [r[3] for r in prep] == ["dapo_math", "math_lvl3to5", *BENCHMARKS]

@@ -4,11 +4,10 @@ and passes the axes' and verl's checks, and the launchers build the right comman
 No training here (scripts/coba/cpu_embedded.sh runs the CPU preset)."""
 
 import functools
-import subprocess
 
 import pytest
 from tests.recipes.recipes import (
-    RECIPES, ROOT, SCRIPTS, check_recipe, check_scripts, compose_recipe, launch, rollout_budget,
+    RECIPES, ROOT, SCRIPTS, check_recipe, check_scripts, commands, compose_recipe, launch, rollout_budget,
 )
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")
@@ -37,9 +36,6 @@ def _compose(setting: str, *overrides: str):
     return compose_recipe("coba", setting, *overrides)
 
 
-def _budget(cfg) -> int:
-    return rollout_budget(cfg)
-
 
 @pytest.mark.parametrize("setting", sorted(SETTINGS))
 def test_setting_has_the_paper_hyperparameters(setting):
@@ -52,7 +48,7 @@ def test_setting_has_the_paper_hyperparameters(setting):
     assert (actor.clip_ratio_low, actor.clip_ratio_high) == (0.2, 0.28)
     assert (cfg.data.max_prompt_length, cfg.data.max_response_length) == (2048, 4096)
     assert (cfg.data.train_batch_size, actor.ppo_mini_batch_size, rollout.n) == (tasks, mini, 16)
-    assert _budget(cfg) == tasks * 16 and cfg.data_selection.rollout_budget is None  # B_total = M G
+    assert rollout_budget(cfg) == tasks * 16 and cfg.data_selection.rollout_budget is None  # B_total = M G
     val = rollout.val_kwargs
     assert (val.n, val.temperature, val.top_p, val.do_sample) == (16, 1.0, 0.9, True)  # avg@16, Table 5
     assert cfg.trainer.total_training_steps == steps and cfg.trainer.v1.trainer_mode == "verl_ext"
@@ -91,7 +87,7 @@ def test_cpu_preset_composes_for_the_cpu():
 
     cfg = _compose("cpu_embedded", *cpu_overrides(), "actor_rollout_ref.model.path=/m")
     rollout = cfg.actor_rollout_ref.rollout
-    assert (rollout.name, cfg.trainer.device, cfg.data.train_batch_size, _budget(cfg)) == ("hf", "cpu", 4, 16)
+    assert (rollout.name, cfg.trainer.device, cfg.data.train_batch_size, rollout_budget(cfg)) == ("hf", "cpu", 4, 16)
     assert (cfg.allocator.name, cfg.allocator.min_n, cfg.allocator.max_n) == ("coba", 2, 8)
     assert cfg.data.train_files == "data/coba_cpu/arithmetic/train.parquet" and rollout.val_kwargs.top_p == 0.9
     assert cfg.actor_rollout_ref.actor.clip_ratio_high == 0.28 and cfg.trainer.total_training_steps == 3
@@ -102,10 +98,6 @@ def _launch(script: str, *args: str, **env: str):
     return launch("coba", script, *args, timeout=60, **env)
 
 
-def _runs(proc: subprocess.CompletedProcess) -> list[list[str]]:
-    assert proc.returncode == 0, proc.stderr
-    return [line.split() for line in proc.stdout.splitlines()]
-
 
 def _overrides(words: list[str]) -> list[str]:
     """A printed training command's Hydra overrides after ``+coba=SETTING``, without the launcher's paths."""
@@ -115,7 +107,7 @@ def _overrides(words: list[str]) -> list[str]:
 
 @pytest.mark.parametrize("setting", sorted(SETTINGS))
 def test_launcher_dry_run(setting):
-    (words,) = _runs(_launch(f"{setting}.sh", "allocator=knapsack", "trainer.test_freq=5", DATA_DIR="/d", OUT_DIR="/o"))
+    (words,) = commands(_launch(f"{setting}.sh", "allocator=knapsack", "trainer.test_freq=5", DATA_DIR="/d", OUT_DIR="/o"))
     assert words[1:6] == ["-m", "verl_ext.main", "--config-dir", str(RECIPES), f"+coba={setting}"]
     assert words[-2:] == ["allocator=knapsack", "trainer.test_freq=5"]  # the user's overrides, last
     for expected in ("recipe.data_dir=/d", f"trainer.experiment_name={setting}-knapsack",
@@ -125,7 +117,7 @@ def test_launcher_dry_run(setting):
 
 
 def test_grid_dry_run():
-    runs = _runs(_launch("grid.sh", PAPER_SETTING, "x=1"))
+    runs = commands(_launch("grid.sh", PAPER_SETTING, "x=1"))
     symmetric = ["actor_rollout_ref.actor.clip_ratio_high=0.2"]  # the paper's GRPO: no clip-higher
     assert [_overrides(r) for r in runs] == [["recipe.data_dir=" + str(ROOT / "data" / "coba"), "trainer.nnodes=1",
                                               "trainer.n_gpus_per_node=8", f"allocator={a}",
@@ -134,11 +126,11 @@ def test_grid_dry_run():
     grpo = compose_recipe("coba", PAPER_SETTING, *_overrides(runs[0])[3:-1])
     coba = compose_recipe("coba", PAPER_SETTING, *_overrides(runs[2])[3:-1])
     assert (grpo.actor_rollout_ref.actor.clip_ratio_high, coba.actor_rollout_ref.actor.clip_ratio_high) == (0.2, 0.28)
-    runs = _runs(_launch("grid.sh", PAPER_SETTING, BASELINES="1"))
+    runs = commands(_launch("grid.sh", PAPER_SETTING, BASELINES="1"))
     assert [w.split("=", 1)[1] for r in runs for w in r if w.startswith("allocator=")] == [
         "grpo", "knapsack", "coba", "static_exploit", "static_explore", "linear_decay", "explore_to_exploit",
         "coba_official"]
-    kappa = _runs(_launch("grid.sh", PAPER_SETTING, SWEEP="kappa"))
+    kappa = commands(_launch("grid.sh", PAPER_SETTING, SWEEP="kappa"))
     assert [r[-1] for r in kappa] == ["allocator.kappa=7", "allocator.kappa=15", "allocator.kappa=21"]
     assert _launch("grid.sh", PAPER_SETTING, SWEEP="nope").returncode == 2
     assert _launch("grid.sh", "no_such_setting").returncode == 2
@@ -149,11 +141,11 @@ SWEEP_RUNS = [(b, a) for b in (2048, 4096, 8192) for a in ("grpo", "knapsack", "
 
 @functools.cache
 def _budget_sweep(setting: str) -> list[list[str]]:
-    return _runs(_launch("grid.sh", setting, SWEEP="budget", DATA_DIR="/d"))
+    return commands(_launch("grid.sh", setting, SWEEP="budget", DATA_DIR="/d"))
 
 
 @pytest.mark.parametrize("setting", ["qwen2.5-7b-instruct", "qwen3-4b-base"])
-def test_budget_sweep_sets_n_to_the_budget(setting):
+def test_budget_sweep_sets_n_to_therollout_budget(setting):
     """Every allocator at B_total 2048 / 4096 / 8192 with rollout.n = B_total / M; the recipe's own
     B_total (M x 16) is the plain run, under the plain run's name and overrides."""
     tasks = SETTINGS[setting][1]
@@ -173,14 +165,14 @@ def test_budget_sweep_composes(budget):
     runs = [w for (b, _), w in zip(SWEEP_RUNS, _budget_sweep(PAPER_SETTING)) if b == budget]
     for words in runs:
         cfg = _compose(PAPER_SETTING, *_overrides(words))
-        assert (_budget(cfg), cfg.actor_rollout_ref.rollout.n) == (budget, budget // 256)
+        assert (rollout_budget(cfg), cfg.actor_rollout_ref.rollout.n) == (budget, budget // 256)
         if cfg.allocator.name == "fixed":
             assert set(build_allocator(cfg.allocator, 0).allocate(0, list(range(256)), budget)) == {budget // 256}
         check_recipe(cfg)
 
 
 def test_cpu_launcher_dry_run():
-    prep, train = _runs(_launch("cpu_embedded.sh", "trainer.total_training_steps=2", DATA_DIR="/d", FORCE="1"))
+    prep, train = commands(_launch("cpu_embedded.sh", "trainer.total_training_steps=2", DATA_DIR="/d", FORCE="1"))
     assert " ".join(prep).endswith("-m data_prep arithmetic --out /d --train-size 6 --test-size 8")
     assert train[3:7] == ["--cpu", "--config-dir", str(RECIPES), "+coba=cpu_embedded"]
     assert train[-1] == "trainer.total_training_steps=2" and "trainer.nnodes=1" not in train
@@ -189,7 +181,7 @@ def test_cpu_launcher_dry_run():
 
 
 def test_prepare_data_dry_run(tmp_path):
-    *runs, overlap = _runs(_launch("prepare_data.sh", DATA_DIR=str(tmp_path), DAPO_MATH_INPUT="/dl/dapo.parquet"))
+    *runs, overlap = commands(_launch("prepare_data.sh", DATA_DIR=str(tmp_path), DAPO_MATH_INPUT="/dl/dapo.parquet"))
     assert [r[3] for r in runs] == ["dapo_math", *BENCHMARKS]
     assert runs[0][-2:] == ["--input", "/dl/dapo.parquet"] and all(r[4:6] == ["--out", str(tmp_path)] for r in runs)
     assert overlap[1:5] == ["-m", "data_prep.overlap", "--train", f"{tmp_path}/dapo_math/train.parquet"]
