@@ -1,0 +1,339 @@
+"""Progress-aware sampling recipes (recipes/progress) and launchers (scripts/progress): the paper's settings
+(shared/papers/004 §3-4 and App. A, SPEC.md §5) land where verl reads them under RLOO, uniform and every variant
+composes with its selector's SPEC.md values and passes the axes' and verl's checks, and the launchers build the right
+commands (DRY_RUN=1): the grid, the data (held-out / SFT / RL splits, decontaminated by task), the SFT warm start
+the recipe trains from, RFT naive / clean from the uniform run's last checkpoint, the evaluation. No training here
+(scripts/progress/cpu_embedded.sh runs the CPU preset; tests/trainer/test_progress_trainer_on_cpu.py)."""
+
+import functools
+import importlib.util
+
+import pytest
+from tests.recipes.recipes import (
+    RECIPES, ROOT, SCRIPTS, check_recipe, check_scripts, commands, compose_recipe, launch, rollout_budget,
+)
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")
+
+SETTING = "qwen2.5-0.5b_countdown"
+PROGRESS = {"name": "progress", "alpha_short": 0.3, "alpha_long": 0.03, "progress_weight": 0.5,
+            "bucket_column": "bucket"}
+# selector choice: {key: value} of the composed selector config (SPEC.md §5's table)
+SELECTORS = {
+    "uniform": {"name": "uniform"},
+    "bucket_uniform": {**PROGRESS, "prior": "uniform", "epsilon": 0.2, "temperature": 0.2, "cap": 0.5,
+                       "ratio_clip": None, "random_buckets": 0},
+    "empirical": {**PROGRESS, "prior": "data", "epsilon": 0.5, "temperature": 0.2, "cap": 0.25, "ratio_clip": None,
+                  "random_buckets": 0},
+    "conservative": {**PROGRESS, "prior": "data", "epsilon": 0.8, "temperature": 0.5, "cap": 0.18,
+                     "ratio_clip": None, "random_buckets": 0},
+    "density_ratio": {**PROGRESS, "prior": "data", "cap": None, "ratio_clip": [0.5, 1.5], "random_buckets": 0},
+    "random_buckets": {**PROGRESS, "prior": "data", "epsilon": 0.5, "temperature": 0.2, "cap": 0.25,
+                       "random_buckets": 16},
+    "prompt_utility": {"name": "prompt_utility", "alpha_short": 0.3, "alpha_long": 0.03},
+}
+ORDER = ["uniform", "bucket_uniform", "empirical", "conservative", "density_ratio", "random_buckets",
+         "prompt_utility"]  # the grid's, the paper's order
+# Launcher settings of these scripts a developer's shell may hold (tests.recipes.recipes.LAUNCHER_ENV has the rest)
+CLEAN = {"RUN": "", "STEP": "", "RFT_PROMPTS": "", "SFT_SIZE": "", "TRAIN_SIZE": "", "WARM_START": "", "BASE_MODEL": "",
+         "CPU": ""}
+
+
+def _launch(script: str, *args: str, **env: str):
+    return launch("progress", script, *args, **{**CLEAN, **env})
+
+
+def _overrides(words: list[str]) -> list[str]:
+    """A printed training command's Hydra overrides after ``+progress=SETTING``."""
+    return words[next(i for i, w in enumerate(words) if w.startswith("+progress=")) + 1:]
+
+
+def _settings_overrides(words: list[str]) -> list[str]:
+    """The overrides from ``+objective=`` on: objective, selector, their recipe settings, the user's."""
+    return words[next(i for i, w in enumerate(words) if w.startswith("+objective=")):]
+
+
+@functools.cache
+def _command(*args: str) -> tuple[str, ...]:
+    (words,) = commands(_launch(f"{SETTING}.sh", *args, DATA_DIR="/data", OUT_DIR="/out"))
+    return tuple(words)
+
+
+@functools.cache
+def _grid(*args: str, **env: str) -> list[list[str]]:
+    return commands(_launch("grid.sh", *args, DATA_DIR="/data", OUT_DIR="/out", **env))
+
+
+@functools.cache
+def _compose(setting: str, *overrides: str):
+    return compose_recipe("progress", setting, *overrides)
+
+
+def _check_rloo(cfg) -> None:
+    """RLOO (SPEC.md §5): leave-one-out advantages, REINFORCE with the sequence-level importance weight capped at 2
+    (verl's rollout correction in bypass mode: the rollout's log-probs are the old ones), no KL, no entropy bonus."""
+    actor, corr = cfg.actor_rollout_ref.actor, cfg.algorithm.rollout_correction
+    assert cfg.algorithm.adv_estimator == "rloo"
+    assert (corr.rollout_is, corr.rollout_is_threshold, corr.rollout_rs) == ("sequence", 2.0, None)
+    assert corr.bypass_mode and corr.loss_type == "reinforce"
+    assert actor.policy_loss.loss_mode == "bypass_mode" and actor.policy_loss.rollout_correction == corr
+    assert actor.loss_agg_mode == "seq-mean-token-sum" and cfg.actor_rollout_ref.rollout.calculate_log_probs
+    assert not cfg.algorithm.use_kl_in_reward and not actor.use_kl_loss and actor.entropy_coeff == 0
+    assert list(cfg.data_selection.prefilters) == []
+    assert (cfg.allocator.name, cfg.rollout_filter.name) == ("fixed", "keep_all")
+
+
+def _check_selector(cfg, choice: str) -> None:
+    expected = SELECTORS[choice]
+    assert {k: cfg.selector[k] for k in expected} == expected
+
+
+@pytest.mark.parametrize("selector", ORDER)
+def test_grid_run_has_the_paper_hyperparameters(selector):
+    (words,) = [w for w in _grid() if f"trainer.experiment_name={SETTING}-rloo-{selector}" in w]
+    assert _settings_overrides(words) == ["+objective=rloo", f"selector={selector}"]
+    cfg = _compose(SETTING, *_overrides(words))
+    actor, rollout = cfg.actor_rollout_ref.actor, cfg.actor_rollout_ref.rollout
+    # the policy: the SFT checkpoint scripts/progress/sft.sh links, fine-tuned from Qwen2.5-0.5B
+    assert cfg.recipe.base_model == "Qwen/Qwen2.5-0.5B"
+    assert cfg.actor_rollout_ref.model.path == "/data/models/qwen2.5-0.5b-countdown-sft"
+    # 100 steps of 128 prompts x 8 rollouts, lr 1e-5, temperature 1.0 [paper]; one update per step [decision]
+    assert (cfg.data.train_batch_size, rollout.n, rollout.temperature) == (128, 8, 1.0)
+    assert (rollout.top_p, rollout.top_k) == (1.0, -1) and rollout_budget(cfg) == 1024
+    assert (actor.optim.optimizer, actor.optim.lr, actor.ppo_epochs, actor.ppo_mini_batch_size) == ("AdamW", 1e-5, 1,
+                                                                                                     128)
+    assert (cfg.trainer.total_training_steps, cfg.trainer.total_epochs) == (100, 1000)
+    assert (cfg.data.max_response_length, cfg.data.max_prompt_length) == (1024, 256)
+    _check_rloo(cfg)
+    _check_selector(cfg, selector)
+    # validation = the paper's evaluation protocol: 200 held-out prompts x 16, T 0.6, top-k 20, top-p 0.95, 1024 tokens
+    val = rollout.val_kwargs
+    assert (val.n, val.temperature, val.top_k, val.top_p, val.do_sample) == (16, 0.6, 20, 0.95, True)
+    assert cfg.data.train_files == "/data/countdown/train.parquet"
+    assert list(cfg.data.val_files) == ["/data/countdown/test.parquet"]
+    assert cfg.reward.custom_reward_function.path == "pkg://verl_ext.rewards"
+    assert cfg.trainer.val_before_train and (cfg.trainer.test_freq, cfg.trainer.save_freq) == (10, 50)
+    assert cfg.trainer.experiment_name == f"{SETTING}-rloo-{selector}"
+    assert cfg.trainer.default_local_dir == f"/out/{SETTING}-rloo-{selector}"
+    check_recipe(cfg)
+
+
+def test_recipe_alone_is_the_conservative_variant_and_needs_the_objective():
+    """Composed without the launcher, the recipe chooses the conservative selector; its objective comes from
+    +objective=rloo (what the launcher adds), in either order."""
+    alone = _compose(SETTING, "+objective=rloo")
+    assert _settings_overrides(list(_command())) == ["+objective=rloo", "selector=conservative"]
+    assert alone == _compose(SETTING, "+objective=rloo", "selector=conservative")
+    _check_selector(alone, "conservative")
+    _check_rloo(alone)
+    bare = _compose(SETTING).actor_rollout_ref.actor.policy_loss  # the loss is the preset's: launchers always add it
+    assert _compose(SETTING).algorithm.adv_estimator == "rloo" and bare.loss_mode == "vanilla"
+
+
+def test_recipes_leave_the_objectives_keys_to_the_objective():
+    from verl_ext.trainer.startup_checks import recipe_values
+
+    rloo = recipe_values(ROOT / "verl_ext" / "config" / "objective" / "rloo.yaml")
+    for path in sorted((RECIPES / "progress").glob("*.yaml")):
+        for key, value in recipe_values(path).items():
+            assert rloo.get(key, value) == value, (path.name, key)
+
+
+def test_grid_dry_run():
+    names = [w.split("=", 1)[1] for r in _grid() for w in r if w.startswith("trainer.experiment_name=")]
+    assert names == [f"{SETTING}-rloo-{s}" for s in ORDER] and set(ORDER) == set(SELECTORS)
+    runs = _grid(SETTING, "trainer.val_before_train=false", SELECTORS="random_buckets uniform")
+    assert [_settings_overrides(r) for r in runs] == [
+        ["+objective=rloo", f"selector={s}", "trainer.val_before_train=false"] for s in ("random_buckets", "uniform")]
+    assert _launch("grid.sh", "no_such_setting").returncode == 2
+    assert _launch("grid.sh", "_common").returncode == 2
+
+
+def test_launcher_dry_run():
+    words = list(_command("uniform", "trainer.test_freq=5"))
+    assert words[1:6] == ["-m", "verl_ext.main", "--config-dir", str(RECIPES), f"+progress={SETTING}"]
+    assert _settings_overrides(words) == ["+objective=rloo", "selector=uniform", "trainer.test_freq=5"]
+    for expected in ("recipe.data_dir=/data", f"trainer.experiment_name={SETTING}-rloo-uniform",
+                     f"trainer.default_local_dir=/out/{SETTING}-rloo-uniform", "trainer.nnodes=1",
+                     "trainer.n_gpus_per_node=8"):
+        assert expected in words
+    assert _settings_overrides(list(_command())) == ["+objective=rloo", "selector=conservative"]
+    assert _settings_overrides(list(_command("x=1"))) == ["+objective=rloo", "selector=conservative", "x=1"]
+    model = commands(_launch(f"{SETTING}.sh", "uniform", MODEL_PATH="/models/my-sft"))[0]
+    assert "actor_rollout_ref.model.path=/models/my-sft" in model  # the user's own SFT checkpoint
+
+
+def test_launcher_refuses_what_it_cannot_set_up():
+    refusals = {("selector=uniform",): "first two arguments", ("+objective=grpo",): "RLOO for every",
+                ("uniform", "conservative"): "one selector name", ("ads",): "unknown progress selector 'ads'",
+                ("uniform", "objective=gspo"): "RLOO for every"}
+    for args, message in refusals.items():
+        proc = _launch(f"{SETTING}.sh", *args)
+        assert proc.returncode == 2 and not proc.stdout and message in proc.stderr, args
+
+
+def test_prepare_data_dry_run(tmp_path):
+    prep, split, *sft = commands(_launch("prepare_data.sh", DATA_DIR=str(tmp_path),
+                                         COUNTDOWN_TASKS_3TO4_INPUT="/dl/countdown.parquet"))
+    assert prep[1:] == ["-m", "data_prep", "countdown_tasks_3to4", "--out", str(tmp_path), "--input",
+                        "/dl/countdown.parquet"]
+    assert split[1:] == [str(SCRIPTS / "progress" / "split_countdown.py"), "--input",
+                         f"{tmp_path}/countdown_tasks_3to4/train.parquet", "--out", str(tmp_path), "--test-size", "200",
+                         "--sft-size", "10000", "--sft-test-size", "200", "--train-size", "4000", "--seed", "0"]
+    assert [r[1:] for r in sft] == [["-m", "data_prep.sft", "--from-rl",
+                                     f"{tmp_path}/countdown_sft_prompts/{s}.parquet",
+                                     "--out", f"{tmp_path}/countdown_sft/{s}.parquet"] for s in ("train", "test")]
+    cfg = _compose(SETTING, f"recipe.data_dir={tmp_path}")  # the recipe trains and validates on the split's files
+    assert (cfg.data.train_files, list(cfg.data.val_files)) == (f"{tmp_path}/countdown/train.parquet",
+                                                                [f"{tmp_path}/countdown/test.parquet"])
+    small = commands(_launch("prepare_data.sh", DATA_DIR=str(tmp_path), SFT_SIZE="500", TRAIN_SIZE="0"))[1]
+    assert small[small.index("--sft-size") + 1] == "500" and small[small.index("--train-size") + 1] == "0"
+    assert not any(tmp_path.iterdir())  # a dry run writes nothing
+
+
+def test_sft_dry_run(tmp_path):
+    sft, link = commands(_launch("sft.sh", "optim.lr=2e-5", DATA_DIR=str(tmp_path), OUT_DIR="/out"))
+    run = f"/out/sft-{SETTING}"
+    assert sft[1:3] == ["-m", "verl_ext.sft"] and "--cpu" not in sft
+    assert sft[3:] == ["model.path=Qwen/Qwen2.5-0.5B", f"data.train_files={tmp_path}/countdown_sft/train.parquet",
+                       f"data.val_files={tmp_path}/countdown_sft/test.parquet", "data.train_batch_size=64",
+                       "data.micro_batch_size_per_gpu=8", "data.max_length=1024", "data.truncation=error",
+                       "optim.lr=1e-5", "trainer.total_epochs=2", "trainer.test_freq=after_each_epoch",
+                       "checkpoint.save_contents=[hf_model]", "trainer.resume_mode=disable",
+                       "trainer.project_name=progress", f"trainer.experiment_name=sft-{SETTING}",
+                       f"trainer.default_local_dir={run}", "trainer.n_gpus_per_node=8", "optim.lr=2e-5"]
+    # its last step's weights become the recipe's policy
+    policy = _compose(SETTING, f"recipe.data_dir={tmp_path}").actor_rollout_ref.model.path
+    assert link == ["ln", "-sfn", f"{run}/global_step_LAST/huggingface", policy]
+    cpu = commands(_launch("sft.sh", DATA_DIR=str(tmp_path), CPU="1", BASE_MODEL="/models/q05"))[0]
+    assert cpu[3:5] == ["--cpu", "model.path=/models/q05"] and not any("n_gpus" in w for w in cpu)
+    (tmp_path / "models" / "qwen2.5-0.5b-countdown-sft").mkdir(parents=True)
+    kept = _launch("sft.sh", DATA_DIR=str(tmp_path))
+    assert kept.returncode == 0 and kept.stdout.startswith("exists:")
+
+
+def test_rft_dry_run(tmp_path):
+    run = tmp_path / f"{SETTING}-rloo-uniform"  # the uniform run, trained to step 100
+    run.mkdir()
+    (run / "latest_checkpointed_iteration.txt").write_text("100\n")
+    data = "/data"
+    for name in ("naive", "clean"):
+        (words,) = commands(_launch("rft.sh", name, DATA_DIR=data, OUT_DIR=str(tmp_path)))
+        assert words[1:] == ["-m", "verl_ext.rft", "--model", f"{run}/global_step_100/actor",
+                             "--train", f"{data}/countdown/train.parquet",
+                             "--sft", f"{data}/countdown_sft/train.parquet",
+                             "--test", f"{data}/countdown/test.parquet", "--filter", name,
+                             "--out", f"{tmp_path}/{SETTING}-rft_{name}", "--k", "32", "--train-limit", "4000",
+                             "--test-limit", "200", "--seed", "0", "--", "trainer.n_gpus_per_node=8"]
+        assert not any(w.startswith("optim.lr") for w in words)  # the filter's lr: verl_ext.rft's (1e-5 / 5e-6)
+    # another run and step, verl_ext.rft's own flags, SFT overrides after --; on the CPU
+    (words,) = commands(_launch("rft.sh", "clean", "--backend", "hf", "--", "optim.lr=1e-6", RUN="/runs/u",
+                                STEP="50", CPU="1", RFT_PROMPTS="64"))
+    assert words[words.index("--model") + 1] == "/runs/u/global_step_50/actor"
+    assert words[words.index("--train-limit") + 1] == "64"
+    assert words[-5:] == ["--cpu", "--backend", "hf", "--", "optim.lr=1e-6"]
+    (words,) = commands(_launch("rft.sh", "naive", RUN="/runs/u", CPU="1"))  # not trained yet: its last step, 100
+    assert words[words.index("--model") + 1] == "/runs/u/global_step_100/actor" and "--" not in words
+    assert _launch("rft.sh", "strict", RUN=str(run)).returncode == 2
+    assert _launch("rft.sh", RUN=str(run)).returncode == 2
+    missing = _launch("rft.sh", "naive", RUN=str(tmp_path / "nothing"), DRY_RUN="0", PYTHON="false")
+    assert missing.returncode == 2 and "no checkpoint" in missing.stderr
+
+
+def test_evaluate_dry_run(tmp_path):
+    run = tmp_path / f"{SETTING}-rloo-uniform"
+    run.mkdir()
+    (run / "latest_checkpointed_iteration.txt").write_text("60")
+    *evals, tables = commands(_launch("evaluate.sh", "--backend", "hf", DATA_DIR="/data", OUT_DIR=str(tmp_path),
+                                      SELECTORS="uniform conservative"))
+    assert [e[1:] for e in evals] == [
+        ["-m", "eval.evaluate", "--run", f"{tmp_path}/{SETTING}-rloo-{s}", "--steps", step, "--benchmarks",
+         "countdown=/data/countdown/test.parquet", "--preset", "progress", "--backend", "hf"]
+        for s, step in (("uniform", "60"), ("conservative", "100"))]
+    assert tables[1:] == ["-m", "eval.tables", "progress", "--runs", f"uniform={run}",
+                          f"conservative={tmp_path}/{SETTING}-rloo-conservative",
+                          f"rft_naive={tmp_path}/{SETTING}-rft_naive/sft",
+                          f"rft_clean={tmp_path}/{SETTING}-rft_clean/sft",
+                          "--out", f"{tmp_path}/tables.md"]
+
+
+@pytest.mark.parametrize("selector", ORDER)
+def test_cpu_preset_composes_for_the_cpu(selector):
+    from verl_ext.cpu import cpu_overrides
+
+    prep, warm, train = commands(_launch("cpu_embedded.sh", selector, FORCE="1", DATA_DIR="/d"))
+    assert prep[1:] == ["-m", "data_prep", "countdown", "--out", "/d", "--train-size", "64", "--test-size", "8"]
+    assert warm[1:] == ["-m", "verl_ext.models.warm_start", "--task", "countdown"]
+    assert train[3:7] == ["--cpu", "--config-dir", str(RECIPES), "+progress=cpu_embedded"]
+    assert f"trainer.experiment_name=cpu_embedded-rloo-{selector}" in train and "trainer.nnodes=1" not in train
+    assert any(w.startswith("actor_rollout_ref.model.path=") and "-sft-countdown-" in w for w in train)
+    cfg = _compose("cpu_embedded", *cpu_overrides(), *_overrides(train))
+    rollout = cfg.actor_rollout_ref.rollout
+    assert (rollout.name, cfg.trainer.device) == ("hf", "cpu")
+    assert cfg.data.train_files == "/d/countdown/train.parquet" and cfg.trainer.total_training_steps == 3
+    actor = cfg.actor_rollout_ref.actor
+    assert (cfg.data.train_batch_size, rollout_budget(cfg), actor.ppo_mini_batch_size) == (4, 16, 4)
+    assert (rollout.val_kwargs.n, rollout.val_kwargs.temperature, rollout.val_kwargs.top_k) == (2, 0.6, 20)
+    _check_rloo(cfg)
+    _check_selector(cfg, selector)
+    check_recipe(cfg)
+
+
+def test_cpu_launcher_dry_run():
+    prep, train = commands(_launch("cpu_embedded.sh", "trainer.total_training_steps=2", DATA_DIR="/d", FORCE="1",
+                                   WARM_START="0", NUM_LAYERS="2"))
+    assert prep[3] == "countdown" and train[-1] == "trainer.total_training_steps=2"
+    assert "trainer.experiment_name=cpu_embedded-rloo-conservative" in train
+    assert any(w.startswith("actor_rollout_ref.model.path=") and w.endswith("SmolLM2-135M-Instruct-L2") for w in train)
+
+
+def _split_module():
+    spec = importlib.util.spec_from_file_location("split_countdown", SCRIPTS / "progress" / "split_countdown.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_split_countdown_holds_out_whole_tasks(tmp_path):
+    from data_prep.embedded import GENERATORS
+    from data_prep.schema import read_rows, write_rows
+
+    rows = GENERATORS["countdown"](train_size=120, test_size=1, seed=3)["train"]
+    twin = rows[7]  # the same task with its numbers in another order: one task
+    truth = twin["reward_model"]["ground_truth"]
+    rows.append({**twin, "reward_model": {**twin["reward_model"], "ground_truth": {
+        **truth, "numbers": truth["numbers"][::-1]}}, "extra_info": {**twin["extra_info"], "index": 120}})
+    write_rows(rows, tmp_path / "source.parquet")
+    split = _split_module()
+    assert split.main(["--input", str(tmp_path / "source.parquet"), "--out", str(tmp_path), "--test-size", "20",
+                       "--sft-size", "30", "--sft-test-size", "5", "--seed", "1"]) == 0
+    files = {name: read_rows(tmp_path / folder / f"{s}.parquet") for name, folder, s in split.OUTPUTS}
+    assert {n: len(r) for n, r in files.items()} == {"test": 20, "sft_test": 5, "sft": 30, "train": 65}
+    keys = {n: {split.task_key(r, "", 0) for r in rs} for n, rs in files.items()}
+    assert sum(map(len, keys.values())) == 120 and len(set().union(*keys.values())) == 120  # disjoint, all kept
+    for name, _, s in split.OUTPUTS:
+        info = [r["extra_info"] for r in files[name]]
+        assert [i["index"] for i in info] == list(range(len(info))) and {i["split"] for i in info} == {s}
+        assert [i["source_index"] for i in info] == sorted(i["source_index"] for i in info)  # source order
+        assert all(i["bucket"] in range(8) for i in info)
+    report = (tmp_path / "countdown" / "split.json").read_text()
+    assert '"repeated_tasks_dropped": 1' in report
+    again = tmp_path / "again"  # the draw is the seed's
+    split.main(["--input", str(tmp_path / "source.parquet"), "--out", str(again), "--test-size", "20",
+                "--sft-size", "30", "--sft-test-size", "5", "--seed", "1"])
+    assert read_rows(again / "countdown" / "test.parquet") == files["test"]
+    capped = tmp_path / "capped"  # a smaller RL pool, the same held-out and SFT prompts
+    split.main(["--input", str(tmp_path / "source.parquet"), "--out", str(capped), "--test-size", "20",
+                "--sft-size", "30", "--sft-test-size", "5", "--train-size", "40", "--seed", "1"])
+    assert read_rows(capped / "countdown" / "test.parquet") == files["test"]
+    pool = {split.task_key(r, "", 0) for r in read_rows(capped / "countdown" / "train.parquet")}
+    assert len(pool) == 40 and pool <= keys["train"]
+    with pytest.raises(SystemExit, match="not enough"):
+        split.main(["--input", str(tmp_path / "source.parquet"), "--out", str(tmp_path / "x"), "--test-size", "100",
+                    "--sft-size", "20"])
+
+
+def test_scripts_parse():
+    scripts = sorted(SCRIPTS.glob("progress/*.sh")) + [SCRIPTS / "common.sh"]
+    assert len(scripts) == 9
+    check_scripts(scripts)
