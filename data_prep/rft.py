@@ -14,6 +14,9 @@ verifier's format flags), e.g. ``python -m eval.evaluate --run RUN --steps N --b
   error and not cut by the token limit, the shortest one per prompt (characters; ties: lowest sample number),
   SFT rows 50 % of the result.
 
+Each filter also names the learning rate of the SFT epoch that follows (naive 1e-5, clean 5e-6):
+``python -m verl_ext.rft`` runs sampling, this filter, that epoch and the evaluation in one command.
+
 [decision] "an X % SFT mix" = X % of the written rows are original SFT rows, drawn without replacement (seeded;
 all of them when there are fewer); RFT rows come first in prompt order, the SFT rows after them (verl's SFT
 trainer shuffles). A sample whose ``index`` is not in ``--train`` stops with the file, line and field.
@@ -38,10 +41,11 @@ class RftFilter:
     per_prompt: int  # completions kept per prompt
     sft_share: float  # share of the written rows that are original SFT rows
     clean: bool  # format-clean completions only, the shortest first
+    lr: float  # the SFT epoch's learning rate (python -m verl_ext.rft)
 
 
-FILTERS = {"naive": RftFilter(per_prompt=2, sft_share=0.3, clean=False),
-           "clean": RftFilter(per_prompt=1, sft_share=0.5, clean=True)}
+FILTERS = {"naive": RftFilter(per_prompt=2, sft_share=0.3, clean=False, lr=1e-5),
+           "clean": RftFilter(per_prompt=1, sft_share=0.5, clean=True, lr=5e-6)}
 REQUIRED = ("index", "sample", "score", "response")
 FLAGS = ("has_answer", "multiple_answers", "multiple_think", "parse_error", "too_long")
 

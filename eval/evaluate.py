@@ -8,9 +8,9 @@
 
 Models: a Hugging Face checkpoint directory, a hub id, ``embedded`` / ``embedded:K`` (the offline
 embedded model, see :mod:`data_prep.generation`) or a verl FSDP actor directory. ``--run`` evaluates
-``RUN_DIR/global_step_N/actor``: its ``huggingface/`` model when the checkpoint saved one
-(``save_contents`` with ``hf_model``), else the FSDP shards merged by ``python -m verl.model_merger``
-into ``--merged-dir`` (default ``OUT/merged``, reused once there). Step 0 is ``--base-model`` (the
+``RUN_DIR/global_step_N/actor`` (an SFT run's ``RUN_DIR/global_step_N``): its ``huggingface/`` model when
+the checkpoint saved one (``save_contents`` with ``hf_model``), else the FSDP shards merged by ``python -m
+verl.model_merger`` into ``--merged-dir`` (default ``OUT/merged``, reused once there). Step 0 is ``--base-model`` (the
 run's ``actor_rollout_ref.model.path``); ``--steps all`` (default) takes every saved step, and 0 when
 ``--base-model`` is given.
 
@@ -149,7 +149,8 @@ def load_benchmarks(specs: list[str], data_dir: Path, settings: dict, k_flag: in
 
 
 def step_checkpoint(step: int, actor: Path) -> Checkpoint:
-    """The model of ``global_step_N/actor``: its ``huggingface/`` weights, else its FSDP shards."""
+    """The model of ``global_step_N/actor`` (RL) or ``global_step_N`` (SFT): its ``huggingface/`` weights, else
+    its FSDP shards."""
     hf = actor / "huggingface"
     if any(hf.glob("*.safetensors")) or any(hf.glob("pytorch_model*.bin")):
         return Checkpoint(f"step_{step}", step, str(hf))
@@ -161,7 +162,8 @@ def step_checkpoint(step: int, actor: Path) -> Checkpoint:
 def run_checkpoints(run_dir: Path, steps: str, base_model: str | None) -> list[Checkpoint]:
     if not run_dir.is_dir():
         raise EvalError(f"--run {run_dir}: not a directory")
-    saved = {int(m[1]): p / "actor" for p in run_dir.iterdir()
+    # verl's RL trainer saves the policy in global_step_N/actor, its SFT trainer in global_step_N itself
+    saved = {int(m[1]): p / "actor" if (p / "actor").is_dir() else p for p in run_dir.iterdir()
              if p.is_dir() and (m := re.fullmatch(r"global_step_(\d+)", p.name))}
     if steps == "all":
         wanted = sorted(set(saved) | ({0} if base_model else set()))

@@ -79,3 +79,23 @@ def test_mix_sizes_and_bad_samples(data, tmp_path, capsys):
     assert err[0] == 2 and str(bad) in err[1] and "index" in err[1] and "not in" in err[1]
     bad.write_text(json.dumps({"index": 1, "sample": 0, "score": 1.0}) + "\n")
     assert main(args) == 2 and "response" in capsys.readouterr().err
+
+
+def test_the_chain_refuses_another_chain_in_its_folder_and_a_sample_set_without_a_correct_one(data, tmp_path):
+    """``python -m verl_ext.rft``'s checks before and after sampling (its whole path: tests/trainer/
+    test_progress_chain_on_cpu.py)."""
+    from verl_ext import rft
+
+    _, train, sft_train, _, index = data
+    (tmp_path / "samples" / "model" / "train").mkdir(parents=True)  # a finished sampling stage: nothing correct
+    (tmp_path / "samples" / "model" / "train" / "samples.jsonl").write_text("".join(
+        json.dumps({"benchmark": "train", "index": i, "sample": 0, "repeat": 0, "score": 0.1, "success": False,
+                    "response": "<answer>1</answer>", **CLEAN}) + "\n"
+        for i in index))
+    argv = ["--model", "embedded:2", "--train", str(train), "--sft", str(sft_train), "--test", str(train),
+            "--out", str(tmp_path), "--k", "1"]
+    with pytest.raises(SystemExit, match="no verifier-correct completion in 4 samples"):
+        rft.main([*argv, "--filter", "naive", "--", "--version"])  # sampling finds the samples there: none missing
+    assert json.loads((tmp_path / "rft.json").read_text())["sft_overrides"] == ["--version"]
+    with pytest.raises(SystemExit, match=r"holds another chain \(filter: 'naive' -> 'clean', sft_overrides"):
+        rft.main([*argv, "--filter", "clean"])

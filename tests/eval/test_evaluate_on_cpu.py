@@ -363,3 +363,17 @@ def test_bad_inputs_fail_clearly(tmp_path, countdown_file):
     pd.DataFrame(rows).to_parquet(bad, index=False)
     with pytest.raises(SystemExit, match=r"benchmark 'bad': .*row 1, field 'data_source'"):
         main(model + ["--benchmarks", f"bad={bad}"])
+
+
+def test_run_checkpoints_of_rl_and_sft_runs(tmp_path):
+    from eval.evaluate import run_checkpoints
+
+    for kind, layout in (("rl", "actor/huggingface"), ("sft", "huggingface")):  # verl's RL / SFT trainer layouts
+        (tmp_path / kind / "global_step_2" / layout).mkdir(parents=True)
+        (tmp_path / kind / "global_step_2" / layout / "model.safetensors").touch()
+        (step,) = run_checkpoints(tmp_path / kind, "all", None)
+        assert (step.label, step.step, step.model, step.fsdp) == (
+            "step_2", 2, str(tmp_path / kind / "global_step_2" / layout), False)
+    (tmp_path / "sft" / "global_step_4").mkdir()
+    (tmp_path / "sft" / "global_step_4" / "fsdp_config.json").touch()  # shards only: merged before loading
+    assert run_checkpoints(tmp_path / "sft", "4", None)[0].fsdp
