@@ -4,7 +4,7 @@
 #   1. countdown_tasks_3to4/train: Countdown-Tasks-3to4 (Jiayi-Pan's copy of the paper's asingh15/countdown_tasks_3to4,
 #      same format: 3 or 4 numbers, a target), each row with its bucket (extra_info.bucket: {3, 4 numbers} x target
 #      {<25, 25-49, 50-74, >=75}; python -m data_prep countdown_tasks_3to4, from the hub or COUNTDOWN_TASKS_3TO4_INPUT)
-#   2. the splits (scripts/progress/split_countdown.py, seed 0; repeated tasks kept once, so no held-out task is
+#   2. the splits (python -m data_prep.countdown_split, seed 0; repeated tasks kept once, so no held-out task is
 #      trained on): countdown/test = the 200 held-out evaluation prompts [paper: 200; the draw: decision],
 #      countdown_sft_prompts/{train,test} = SFT_SIZE (default 10000) + 200 prompts for the SFT warm start [decision],
 #      countdown/train = the RL pool, TRAIN_SIZE (default 4000) of the other tasks [decision, inferred: the paper
@@ -25,7 +25,7 @@ prepare_dataset "$data_dir" countdown_tasks_3to4 train
 if [[ -f "$data_dir/countdown/train.parquet" && "${FORCE:-0}" != 1 ]]; then
   echo "exists: $data_dir/countdown/train.parquet"
 else
-  execute "$PYTHON" "$ROOT/scripts/progress/split_countdown.py" --input "$data_dir/countdown_tasks_3to4/train.parquet" \
+  execute "$PYTHON" -m data_prep.countdown_split --input "$data_dir/countdown_tasks_3to4/train.parquet" \
     --out "$data_dir" --test-size 200 --sft-size "${SFT_SIZE:-10000}" --sft-test-size 200 \
     --train-size "${TRAIN_SIZE:-4000}" --seed 0
 fi

@@ -3,10 +3,9 @@
 composes with its selector's SPEC.md values and passes the axes' and verl's checks, and the launchers build the right
 commands (DRY_RUN=1): the grid, the data (held-out / SFT / RL splits, decontaminated by task), the SFT warm start
 the recipe trains from, RFT naive / clean from the uniform run's last checkpoint, the evaluation. No training here
-(scripts/progress/cpu_embedded.sh runs the CPU preset; tests/trainer/test_progress_trainer_on_cpu.py)."""
+(scripts/progress/cpu_embedded.sh runs the CPU preset; tests/trainer/test_progress_chain_on_cpu.py)."""
 
 import functools
-import importlib.util
 
 import pytest
 from tests.recipes.recipes import (
@@ -177,7 +176,7 @@ def test_prepare_data_dry_run(tmp_path):
                                          COUNTDOWN_TASKS_3TO4_INPUT="/dl/countdown.parquet"))
     assert prep[1:] == ["-m", "data_prep", "countdown_tasks_3to4", "--out", str(tmp_path), "--input",
                         "/dl/countdown.parquet"]
-    assert split[1:] == [str(SCRIPTS / "progress" / "split_countdown.py"), "--input",
+    assert split[1:] == ["-m", "data_prep.countdown_split", "--input",
                          f"{tmp_path}/countdown_tasks_3to4/train.parquet", "--out", str(tmp_path), "--test-size", "200",
                          "--sft-size", "10000", "--sft-test-size", "200", "--train-size", "4000", "--seed", "0"]
     assert [r[1:] for r in sft] == [["-m", "data_prep.sft", "--from-rl",
@@ -285,52 +284,6 @@ def test_cpu_launcher_dry_run():
     assert prep[3] == "countdown" and train[-1] == "trainer.total_training_steps=2"
     assert "trainer.experiment_name=cpu_embedded-rloo-conservative" in train
     assert any(w.startswith("actor_rollout_ref.model.path=") and w.endswith("SmolLM2-135M-Instruct-L2") for w in train)
-
-
-def _split_module():
-    spec = importlib.util.spec_from_file_location("split_countdown", SCRIPTS / "progress" / "split_countdown.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_split_countdown_holds_out_whole_tasks(tmp_path):
-    from data_prep.embedded import GENERATORS
-    from data_prep.schema import read_rows, write_rows
-
-    rows = GENERATORS["countdown"](train_size=120, test_size=1, seed=3)["train"]
-    twin = rows[7]  # the same task with its numbers in another order: one task
-    truth = twin["reward_model"]["ground_truth"]
-    rows.append({**twin, "reward_model": {**twin["reward_model"], "ground_truth": {
-        **truth, "numbers": truth["numbers"][::-1]}}, "extra_info": {**twin["extra_info"], "index": 120}})
-    write_rows(rows, tmp_path / "source.parquet")
-    split = _split_module()
-    assert split.main(["--input", str(tmp_path / "source.parquet"), "--out", str(tmp_path), "--test-size", "20",
-                       "--sft-size", "30", "--sft-test-size", "5", "--seed", "1"]) == 0
-    files = {name: read_rows(tmp_path / folder / f"{s}.parquet") for name, folder, s in split.OUTPUTS}
-    assert {n: len(r) for n, r in files.items()} == {"test": 20, "sft_test": 5, "sft": 30, "train": 65}
-    keys = {n: {split.task_key(r, "", 0) for r in rs} for n, rs in files.items()}
-    assert sum(map(len, keys.values())) == 120 and len(set().union(*keys.values())) == 120  # disjoint, all kept
-    for name, _, s in split.OUTPUTS:
-        info = [r["extra_info"] for r in files[name]]
-        assert [i["index"] for i in info] == list(range(len(info))) and {i["split"] for i in info} == {s}
-        assert [i["source_index"] for i in info] == sorted(i["source_index"] for i in info)  # source order
-        assert all(i["bucket"] in range(8) for i in info)
-    report = (tmp_path / "countdown" / "split.json").read_text()
-    assert '"repeated_tasks_dropped": 1' in report
-    again = tmp_path / "again"  # the draw is the seed's
-    split.main(["--input", str(tmp_path / "source.parquet"), "--out", str(again), "--test-size", "20",
-                "--sft-size", "30", "--sft-test-size", "5", "--seed", "1"])
-    assert read_rows(again / "countdown" / "test.parquet") == files["test"]
-    capped = tmp_path / "capped"  # a smaller RL pool, the same held-out and SFT prompts
-    split.main(["--input", str(tmp_path / "source.parquet"), "--out", str(capped), "--test-size", "20",
-                "--sft-size", "30", "--sft-test-size", "5", "--train-size", "40", "--seed", "1"])
-    assert read_rows(capped / "countdown" / "test.parquet") == files["test"]
-    pool = {split.task_key(r, "", 0) for r in read_rows(capped / "countdown" / "train.parquet")}
-    assert len(pool) == 40 and pool <= keys["train"]
-    with pytest.raises(SystemExit, match="not enough"):
-        split.main(["--input", str(tmp_path / "source.parquet"), "--out", str(tmp_path / "x"), "--test-size", "100",
-                    "--sft-size", "20"])
 
 
 def test_scripts_parse():

@@ -1,6 +1,6 @@
 """Held-out, SFT and RL splits of one Countdown parquet file (``scripts/progress/prepare_data.sh``).
 
-    python scripts/progress/split_countdown.py --input DATA/countdown_tasks_3to4/train.parquet --out DATA \\
+    python -m data_prep.countdown_split --input DATA/countdown_tasks_3to4/train.parquet --out DATA \\
         [--test-size 200] [--sft-size 10000] [--sft-test-size 200] [--train-size 0] [--seed 0]
 
 Countdown-Tasks-3to4 has one split; the paper (shared/papers/004 §4) evaluates on 200 held-out prompts and trains
@@ -75,7 +75,7 @@ def split_rows(rows: list[dict], path: Path, *, test_size: int, sft_size: int, s
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python scripts/progress/split_countdown.py", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m data_prep.countdown_split", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--input", required=True, type=Path, help="verl RL parquet of Countdown tasks")
     parser.add_argument("--out", required=True, type=Path, help="data directory")
