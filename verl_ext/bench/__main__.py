@@ -8,9 +8,10 @@ import json
 import platform
 from pathlib import Path
 
-from verl_ext.bench import bots, cbs, coba
+from verl_ext.bench import bots, cbs, coba, progress
 
-BENCHMARKS = {"bots": (bots.run, bots.report), "cbs": (cbs.run, cbs.report), "coba": (coba.run, coba.report)}
+BENCHMARKS = {"bots": (bots.run, bots.report), "cbs": (cbs.run, cbs.report), "coba": (coba.run, coba.report),
+              "progress": (progress.run, progress.report)}
 
 
 def main(argv: list[str] | None = None) -> int:
