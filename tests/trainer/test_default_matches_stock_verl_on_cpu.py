@@ -12,17 +12,25 @@ on-policy update would have ``pg_loss`` 0 whatever the rewards: two PPO epochs o
 mini-batch (``ppo_epochs=2``) make the second pass off-policy, and its ``pg_loss`` is compared too. (Two
 mini-batches would not do: the two trainers may order a step's rows differently, which splits them
 differently.)
+
+The stock run is the CPU smoke launcher ``scripts/cpu_grpo_smoke.sh`` (``verl.trainer.main_ppo`` in CPU mode, the
+truncated embedded model), its own settings overridden by this test's: so the launcher is tested too, its step
+lines, wall time and the weights it saves.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import os
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from tests.trainer.test_axes_trainer_on_cpu import common_overrides, run, write_scenario
+from tests.trainer.test_axes_trainer_on_cpu import ROOT, common_overrides, hf_weights, model_path, run, write_scenario
 from verl_ext.trainer import records
 
 STEPS = 2
@@ -47,38 +55,54 @@ def generations(rollout_dir: Path, step: int) -> Counter:
     return Counter((r["input"], r["output"], r["score"]) for r in rows if not r["uid"].startswith("pad"))
 
 
+def smoke(overrides: list[str], out: Path) -> str:
+    """``scripts/cpu_grpo_smoke.sh OVERRIDES`` into ``out``; returns its log."""
+    env = {**os.environ, "PYTHON": sys.executable, "SMOKE_OUT": str(out), "SMOKE_NUM_LAYERS": "2",
+           "SMOKE_STEPS": str(STEPS)}
+    env.pop("RAY_ADDRESS", None)
+    proc = subprocess.run(["bash", str(ROOT / "scripts" / "cpu_grpo_smoke.sh"), *overrides], cwd=ROOT, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900)
+    (out / "run.log").write_text(proc.stdout)
+    assert proc.returncode == 0, proc.stdout[-6000:]
+    return proc.stdout
+
+
 @pytest.fixture(scope="module")
 def two_runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("default_vs_stock")
     data = write_scenario(root)
     Path(data["reward"]).write_text(REWARD)
     out = {}
-    for name, module in (("stock", "verl.trainer.main_ppo"), ("verl_ext", "verl_ext.main")):
+    for name in ("stock", "verl_ext"):
         run_dir = root / name
         overrides = common_overrides(data, run_dir, STEPS, tasks=4, n=2, mini=4) + [
             "actor_rollout_ref.rollout.temperature=1.0", "actor_rollout_ref.actor.ppo_epochs=2",
-            f"trainer.rollout_data_dir={run_dir}/rollouts", "trainer.save_freq=-1", "data.seed=7",
+            f"trainer.rollout_data_dir={run_dir}/rollouts", "data.seed=7",
         ]
-        env = {"VERL_FILE_LOGGER_PATH": str(root / "stock.jsonl")} if name == "stock" else {}
-        seconds = run(module, overrides, root / f"{name}.log", **env)
-        print(f"{module}, {STEPS} steps: {seconds:.1f} s")
+        if name == "stock":  # the launcher saves the last step's Hugging Face weights
+            run_dir.mkdir()
+            launcher = [o for o in overrides if o != "+preset=cpu_small"]  # the launcher composes the preset itself
+            out["log"] = smoke([*launcher, f"trainer.save_freq={STEPS}"], run_dir)
+        else:
+            seconds = run("verl_ext.main", [*overrides, "trainer.save_freq=-1"], root / "ours.log")
+            print(f"verl_ext.main, {STEPS} steps: {seconds:.1f} s")
         out[name] = run_dir
     stock = {}
-    for line in (root / "stock.jsonl").read_text().splitlines():
+    for line in (out["stock"] / "metrics.jsonl").read_text().splitlines():
         record = json.loads(line)
         stock[record["step"]] = record["data"]
-    return stock, records.read_metrics(out["verl_ext"]), out["stock"] / "rollouts", out["verl_ext"] / "rollouts"
+    return stock, records.read_metrics(out["verl_ext"]), out["stock"], out["verl_ext"] / "rollouts", out["log"]
 
 
 def test_same_prompts_rewards_and_responses(two_runs):
-    _, _, stock_dir, ours_dir = two_runs
+    _, _, stock_dir, ours_dir, _ = two_runs
     for step in range(1, STEPS + 1):
-        stock, ours = generations(stock_dir, step), generations(ours_dir, step)
+        stock, ours = generations(stock_dir / "rollouts", step), generations(ours_dir, step)
         assert sum(stock.values()) == 8 and ours == stock, step
 
 
 def test_same_metrics(two_runs):
-    stock, ours, _, _ = two_runs
+    stock, ours, _, _, _ = two_runs
     assert sorted(stock) == sorted(ours) == list(range(1, STEPS + 1))
     for step in stock:
         for key in EXACT:
@@ -93,3 +117,18 @@ def test_same_metrics(two_runs):
     assert any(stock[step]["critic/advantages/max"] > 0.1 for step in stock)
     assert max(abs(stock[step]["actor/pg_loss"]) for step in stock) > 1e-5
 
+
+
+def test_the_smoke_launcher_logs_its_steps_and_saves_weights_that_moved(two_runs):
+    stock, _, stock_dir, _, log = two_runs
+    assert "[smoke] step 1:" in log and f"[smoke] step {STEPS}:" in log and "[smoke] wall time" in log
+    for d in stock.values():  # the backend's log-probs vs the actor's recomputation: numerical noise only
+        assert d["training/rollout_probs_diff_valid"] == 1 and d["training/rollout_probs_diff_max"] < 1e-3
+        assert d["actor/grad_norm"] > 0 and math.isfinite(d["actor/pg_loss"])
+    before = hf_weights(Path(model_path()))
+    after = hf_weights(stock_dir / f"global_step_{STEPS}" / "actor" / "huggingface")
+    assert set(after) == set(before)
+    diffs = {k: (after[k].float() - before[k].float()).abs().max().item() for k in before}
+    # every trainable tensor moved: Adam steps of about lr = 1e-4 each (weight decay 0: only gradients act)
+    assert all(math.isfinite(v) and v > 0 for v in diffs.values()), sorted(k for k, v in diffs.items() if not v > 0)
+    assert max(diffs.values()) < 1e-2

@@ -67,7 +67,7 @@ What each piece is for (verl 0.9.1 file:line)
 * Shims (monkeypatches, CPU mode only): :mod:`verl_ext.cpu.shims` - the gloo backend string and
   unpinned CPU offload for the reference model.
 
-Verified end to end (``scripts/cpu_grpo_smoke.sh``, ``tests/trainer/test_cpu_grpo_on_cpu.py``): GRPO,
+Verified end to end (``scripts/cpu_grpo_smoke.sh``, ``tests/trainer/test_default_matches_stock_verl_on_cpu.py``): GRPO,
 with and without a reference model (``use_kl_loss``), validation (greedy), checkpoint saving.
 
 Data parallelism: ``trainer.n_gpus_per_node=K`` runs K actor ranks (processes, FSDP2 over gloo), each
