@@ -213,6 +213,8 @@ def test_cbs_buffer_is_fifo_of_the_latest_rollouts_and_replays_by_id():
         ids = np.concatenate([v.rollout_id[fresh], replay])
         f.observe_update(t, ids, np.full(len(ids), 0.7), np.full(len(ids), 0.25))
     assert replayed_any
+    with pytest.raises(ValueError, match="entropy_coeff > 0"):  # no entropy computed (bypass mode, no bonus)
+        f.observe_update(t, ids, None, np.full(len(ids), 0.25))
     col = {name: i for i, name in enumerate(FEATURES)}
     used = f.features[:, col["usage"]] > 0
     assert used.any() and np.all(f.features[used, col["clip_fraction"]] == 0.25)

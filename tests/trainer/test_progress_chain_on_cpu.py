@@ -80,6 +80,7 @@ def chain(tmp_path_factory) -> dict[str, Path]:
     rl = root / "rl"
     run("verl_ext.main", common_overrides(data, rl, STEPS, tasks=TASKS, n=N, mini=TASKS, response=RESPONSE) + [
         f"actor_rollout_ref.model.path={warm}", f"data.seed={SEED}", f"trainer.save_freq={STEPS}",
+        "actor_rollout_ref.actor.entropy_coeff=0",  # the recipe's: with bypass mode, no pass computes entropy
         "+objective=rloo", "selector=conservative"], root / "rl.log")
     sampling = ["--max-new-tokens", str(RESPONSE), "--batch-size", "64"]
     subprocess.run([sys.executable, "-m", "eval.evaluate", "--run", str(rl), "--steps", str(STEPS),

@@ -97,7 +97,8 @@ class RolloutFilter(Stateful):
         return np.zeros(0, dtype=np.int64)
 
     def observe_update(self, step: int, rollout_id: np.ndarray, entropy: np.ndarray, clip_fraction: np.ndarray) -> None:
-        """Per-rollout mean token entropy and clip fraction of the rollouts (by id) the update trained on."""
+        """Per-rollout mean token entropy and clip fraction of the rollouts (by id) the update trained on; ``entropy``
+        is None when nothing computed it (no entropy bonus and no old-log-prob pass: rollout-correction bypass)."""
 
     def metrics(self) -> dict[str, float]:
         """Scalars about the last ``select``, logged as ``data_selection/rollout_filter/<key>``."""

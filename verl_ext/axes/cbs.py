@@ -160,6 +160,10 @@ class CbsFilter(RolloutFilter):
         return self.ids.copy()
 
     def observe_update(self, step, rollout_id, entropy, clip_fraction) -> None:
+        if entropy is None:
+            raise ValueError("rollout_filter=cbs needs each rollout's entropy (a feature): set "
+                             "actor_rollout_ref.actor.entropy_coeff > 0, or keep verl's old-log-prob pass (no "
+                             "rollout-correction bypass mode)")
         where = {int(i): p for p, i in enumerate(self.ids)}
         rows = np.array([where.get(int(i), -1) for i in rollout_id], dtype=np.int64)
         found = rows >= 0

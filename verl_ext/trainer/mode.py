@@ -369,7 +369,9 @@ class DataSelectionTrainer(PPOTrainerSync):
             per_sample.RATIO, per_sample.CLIPFRAC) if k in stats}
         self._check_layout(train, stats)
         step.clipfrac, step.entropy = per_sample.per_position(stats, rows)
-        if step.entropy is None:  # the update computed no entropy: use the old-log-prob pass (stored for replays)
+        if step.entropy is None and "entropy" in (batch.fields or ()):
+            # the update computed no entropy (entropy_coeff 0): the old-log-prob pass's (stored for replays); neither
+            # runs in rollout-correction bypass mode with entropy_coeff 0 (RLOO): None
             step.entropy = self._old_entropy(batch.partition_id, [step.row_keys[i] for i in rows])
         with marked_timer("rollout_filter", self.timing_raw):
             self.axes.rollout_filter.observe_update(self.global_steps, step.row_ids[rows], step.entropy, step.clipfrac)
