@@ -14,7 +14,6 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 export DATA_DIR="$(abspath "${DATA_DIR:-$ROOT/data/ads_cpu}")" OUT_DIR="$(abspath "${OUT_DIR:-$ROOT/outputs/ads_cpu}")" CPU=1
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
-start=$SECONDS
 
 case "$(leading_names "$@")" in  # default GRPO + ADS
   0) set -- grpo ads "$@" ;;
@@ -30,8 +29,4 @@ if [[ ! -f "$DATA_DIR/arithmetic_ads/train.parquet" || "${FORCE:-0}" == 1 ]]; th
 fi
 MODEL_PATH="$(embedded_model_path "${NUM_LAYERS:-}")"
 EXPERIMENT_NAME="${EXPERIMENT_NAME:-cpu_embedded-$objective-$selector}"
-export MODEL_PATH EXPERIMENT_NAME
-ads_train cpu_embedded "$@"
-[[ "${DRY_RUN:-0}" == 1 ]] && exit 0
-"$PYTHON" -m verl_ext.run_summary "$OUT_DIR/$EXPERIMENT_NAME" --axis selector
-echo "cpu_embedded: $((SECONDS - start)) s in all"
+cpu_embedded_train ads_train selector "$@"

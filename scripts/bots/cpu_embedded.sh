@@ -13,21 +13,14 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 export DATA_DIR="$(abspath "${DATA_DIR:-$ROOT/data/bots_cpu}")" OUT_DIR="${OUT_DIR:-$ROOT/outputs/bots_cpu}" CPU=1
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
-start=$SECONDS
 
 if [[ ! -f "$DATA_DIR/arithmetic/train_ref.parquet" || "${FORCE:-0}" == 1 ]]; then
   execute "$PYTHON" -m data_prep arithmetic --out "$DATA_DIR" --train-size "${POOL:-32}" --test-size 8
   execute "$PYTHON" -m data_prep.reference_pass_rates --input "$DATA_DIR/arithmetic/train.parquet" \
     --out "$DATA_DIR/arithmetic/train_ref.parquet" --weak-model embedded:2 --strong-model embedded \
     --n "${REF_N:-4}" --max-new-tokens 64 --backend hf
-  echo "cpu_embedded: tasks and reference pass rates in $((SECONDS - start)) s" >&2
+  echo "cpu_embedded: tasks and reference pass rates in $SECONDS s" >&2
 fi
 MODEL_PATH="$(embedded_model_path "${NUM_LAYERS:-}")"
-export MODEL_PATH
-
 EXPERIMENT_NAME="${EXPERIMENT_NAME:-cpu_embedded-$(selector_choice "$@")}"
-export EXPERIMENT_NAME
-bots_train cpu_embedded "$@"
-[[ "${DRY_RUN:-0}" == 1 ]] && exit 0
-"$PYTHON" -m verl_ext.run_summary "$(abspath "$OUT_DIR")/$EXPERIMENT_NAME" --axis selector
-echo "cpu_embedded: $((SECONDS - start)) s in all"
+cpu_embedded_train bots_train selector "$@"

@@ -14,7 +14,6 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 export DATA_DIR="$(abspath "${DATA_DIR:-$ROOT/data/cbs_cpu}")" OUT_DIR="$(abspath "${OUT_DIR:-$ROOT/outputs/cbs_cpu}")" CPU=1
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
-start=$SECONDS
 
 case "$(leading_names "$@")" in  # default GRPO + CBS*
   0) set -- grpo cbs_star "$@" ;;
@@ -27,8 +26,4 @@ if [[ ! -f "$DATA_DIR/arithmetic/train.parquet" || "${FORCE:-0}" == 1 ]]; then
 fi
 MODEL_PATH="$(embedded_model_path "${NUM_LAYERS:-}")"
 EXPERIMENT_NAME="${EXPERIMENT_NAME:-cpu_embedded-$objective-$filter}"
-export MODEL_PATH EXPERIMENT_NAME
-cbs_train cpu_embedded "$@"
-[[ "${DRY_RUN:-0}" == 1 ]] && exit 0
-"$PYTHON" -m verl_ext.run_summary "$OUT_DIR/$EXPERIMENT_NAME" --axis rollout_filter
-echo "cpu_embedded: $((SECONDS - start)) s in all"
+cpu_embedded_train cbs_train rollout_filter "$@"

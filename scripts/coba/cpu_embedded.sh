@@ -12,15 +12,10 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 export DATA_DIR="$(abspath "${DATA_DIR:-$ROOT/data/coba_cpu}")" OUT_DIR="$(abspath "${OUT_DIR:-$ROOT/outputs/coba_cpu}")" CPU=1
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
-start=$SECONDS
 
 if [[ ! -f "$DATA_DIR/arithmetic/train.parquet" || "${FORCE:-0}" == 1 ]]; then
   execute "$PYTHON" -m data_prep arithmetic --out "$DATA_DIR" --train-size "${POOL:-6}" --test-size 8
 fi
 MODEL_PATH="$(embedded_model_path "${NUM_LAYERS:-}")"
 EXPERIMENT_NAME="${EXPERIMENT_NAME:-cpu_embedded-$(override_value allocator coba "$@")}"
-export MODEL_PATH EXPERIMENT_NAME
-coba_train cpu_embedded "$@"
-[[ "${DRY_RUN:-0}" == 1 ]] && exit 0
-"$PYTHON" -m verl_ext.run_summary "$OUT_DIR/$EXPERIMENT_NAME" --axis allocator
-echo "cpu_embedded: $((SECONDS - start)) s in all"
+cpu_embedded_train coba_train allocator "$@"

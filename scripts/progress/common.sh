@@ -1,5 +1,5 @@
 # Sourced by the progress launchers: `progress_train SETTING [SELECTOR] [Hydra overrides...]` runs
-#   python -m verl_ext.main --config-dir recipes +progress=SETTING <paths, cluster size> +objective=rloo \
+#   python -m verl_ext.main --config-dir recipes +progress=SETTING <paths> +objective=rloo \
 #     selector=SELECTOR <the recipe's settings for it> "$@"
 # The objective is RLOO for every run (the paper's, SPEC.md §5); SELECTOR: conservative (default) | uniform |
 # bucket_uniform | empirical | density_ratio | random_buckets | prompt_utility (verl_ext/config/selector). The

@@ -19,7 +19,6 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 export DATA_DIR="$(abspath "${DATA_DIR:-$ROOT/data/progress_cpu}")" OUT_DIR="$(abspath "${OUT_DIR:-$ROOT/outputs/progress_cpu}")" CPU=1
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
-start=$SECONDS
 
 selector=conservative
 (( $# )) && [[ "$(leading_names "$@")" == 1 ]] && selector="$1"
@@ -42,8 +41,4 @@ else
   MODEL_PATH="$(embedded_model_path "${NUM_LAYERS:-}")"
 fi
 EXPERIMENT_NAME="${EXPERIMENT_NAME:-cpu_embedded-rloo-$selector}"
-export MODEL_PATH EXPERIMENT_NAME
-progress_train cpu_embedded "$@"
-[[ "${DRY_RUN:-0}" == 1 ]] && exit 0
-"$PYTHON" -m verl_ext.run_summary "$OUT_DIR/$EXPERIMENT_NAME" --axis selector
-echo "cpu_embedded: $((SECONDS - start)) s in all"
+cpu_embedded_train progress_train selector "$@"
