@@ -24,7 +24,7 @@ def packages():
 
 
 def test_there_are_gpu_recipes_to_check():
-    assert {g for g, _ in GPU_RECIPES} == {"ads", "bots", "cbs", "coba"} and len(GPU_RECIPES) >= 16
+    assert {g for g, _ in GPU_RECIPES} == {"ads", "bots", "cbs", "coba", "progress"} and len(GPU_RECIPES) >= 17
 
 
 @pytest.mark.parametrize("group, setting", GPU_RECIPES)
