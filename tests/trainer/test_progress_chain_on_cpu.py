@@ -1,7 +1,8 @@
 """The Countdown chain of SPEC.md §5 on the 2-layer embedded model, through verl's trainers, once for the module:
 SFT warm start (``python -m verl_ext.sft``) → RLOO with the conservative bucket sampler (``+objective=rloo
-selector=conservative``) → RFT, naive and clean (``python -m verl_ext.rft``: K samples, filter, one SFT epoch,
-evaluation) → ``eval.evaluate --preset progress`` of the RL run → ``eval.tables progress``.
+selector=conservative``) → naive RFT (``python -m verl_ext.rft``: K samples, filter, one SFT epoch, evaluation) →
+``eval.evaluate --preset progress`` of the RL run → ``eval.tables progress``. (The clean filter is the same chain
+with another ``--filter``; its selection is unit-tested in ``tests/data_prep/test_rft_on_cpu.py``.)
 
 A policy that scores: every "known" prompt is a permutation of the numbers 3, 5, 7 with target 15, so the one
 answer the warm start learns, ``3 + 5 + 7``, is right for all of them (bucket 0) and wrong, with the verifier's 0.1
@@ -24,7 +25,7 @@ from tests.trainer.test_axes_trainer_on_cpu import ROOT, common_overrides, hf_we
 from verl_ext.axes import StepResults, TaskPool, build_selector
 from verl_ext.trainer import records
 
-STEPS, SEED, N, TASKS, RESPONSE = 3, 4, 4, 4, 48
+STEPS, SEED, N, TASKS, RESPONSE = 2, 4, 4, 4, 48
 SELECTOR = {"name": "progress", "prior": "data", "epsilon": 0.8, "temperature": 0.5, "cap": 0.18}  # conservative
 KNOWN = [list(p) for p in itertools.permutations([3, 5, 7])]  # target 15; KNOWN[:4] train, KNOWN[4:] held out
 # buckets 1, 2, 3, 5, 6, 7 (train) and 4 (held out)
@@ -87,15 +88,14 @@ def chain(tmp_path_factory) -> dict[str, Path]:
                     "--benchmarks", f"countdown={root / 'test.parquet'}", "--preset", "progress", *sampling],
                    cwd=ROOT, check=True, capture_output=True)
 
-    # 3. RFT from the RL checkpoint, both filters (one command each)
-    for name in ("naive", "clean"):
-        proc = subprocess.run(
-            [sys.executable, "-m", "verl_ext.rft", "--model", str(rl / f"global_step_{STEPS}" / "actor"),
-             "--train", str(root / "train.parquet"), "--sft", str(root / "sft.parquet"),
-             "--test", str(root / "test.parquet"), "--filter", name, "--out", str(root / f"rft_{name}"), "--k", "4",
-             *sampling, "--cpu", "--", "model.enable_gradient_checkpointing=False"], cwd=ROOT, capture_output=True, text=True, timeout=900)
-        (root / f"rft_{name}.log").write_text(proc.stdout + proc.stderr)
-        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    # 3. naive RFT from the RL checkpoint, one command
+    proc = subprocess.run(
+        [sys.executable, "-m", "verl_ext.rft", "--model", str(rl / f"global_step_{STEPS}" / "actor"),
+         "--train", str(root / "train.parquet"), "--sft", str(root / "sft.parquet"), "--test", str(root / "test.parquet"),
+         "--filter", "naive", "--out", str(root / "rft_naive"), "--k", "4", *sampling, "--cpu", "--",
+         "model.enable_gradient_checkpointing=False"], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    (root / "rft_naive.log").write_text(proc.stdout + proc.stderr)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     return {"root": root, "warm": warm, "rl": rl}
 
 
@@ -142,21 +142,20 @@ def test_a_replayed_bucket_sampler_chooses_what_the_run_chose(chain):
 
 def test_rft_keeps_verified_completions_trains_one_epoch_and_evaluates(chain):
     rl_weights = hf_weights(chain["rl"] / f"global_step_{STEPS}" / "actor" / "huggingface")
-    for name, lr, per_prompt in (("naive", 1e-5, 2), ("clean", 5e-6, 1)):
-        out = chain["root"] / f"rft_{name}"
-        summary = json.loads((out / "data" / "train.json").read_text())
-        assert summary["filter"] == name and summary["samples"] == 4 * 10
-        assert 0 < summary["rft_rows"] <= per_prompt * summary["rft_prompts"]
-        kept = pd_rows(out / "data" / "train.parquet")
-        assert {r["index"] for r in kept[:summary["rft_rows"]]} <= {500, 501, 502, 503}  # only the solvable ones
-        sft_log = [json.loads(line)["data"] for line in (out / "sft" / "metrics" / "sft.jsonl").read_text().splitlines()]
-        assert [round(d["train/lr"], 12) for d in sft_log if "train/lr" in d] == [lr]  # one step: one epoch, its lr
-        (step,) = [int(p.name.split("_")[-1]) for p in (out / "sft").glob("global_step_*")]
-        after = hf_weights(out / "sft" / f"global_step_{step}" / "huggingface")
-        assert any(not np.array_equal(after[k].float().numpy(), rl_weights[k].float().numpy()) for k in rl_weights)
-        evaluated = json.loads((out / "sft" / "eval" / f"step_{step}" / "summary.json").read_text())
-        assert evaluated["sampling"]["preset"] == "progress" and evaluated["sampling"]["top_k"] == 20
-        assert evaluated["benchmarks"]["countdown"]["n_problems"] == 3
+    out = chain["root"] / "rft_naive"
+    summary = json.loads((out / "data" / "train.json").read_text())
+    assert summary["filter"] == "naive" and summary["samples"] == 4 * 10
+    assert 0 < summary["rft_rows"] <= 2 * summary["rft_prompts"]
+    kept = pd_rows(out / "data" / "train.parquet")
+    assert {r["index"] for r in kept[:summary["rft_rows"]]} <= {500, 501, 502, 503}  # only the solvable ones
+    sft_log = [json.loads(line)["data"] for line in (out / "sft" / "metrics" / "sft.jsonl").read_text().splitlines()]
+    assert [round(d["train/lr"], 12) for d in sft_log if "train/lr" in d] == [1e-5]  # one step: one epoch, its lr
+    (step,) = [int(p.name.split("_")[-1]) for p in (out / "sft").glob("global_step_*")]
+    after = hf_weights(out / "sft" / f"global_step_{step}" / "huggingface")
+    assert any(not np.array_equal(after[k].float().numpy(), rl_weights[k].float().numpy()) for k in rl_weights)
+    evaluated = json.loads((out / "sft" / "eval" / f"step_{step}" / "summary.json").read_text())
+    assert evaluated["sampling"]["preset"] == "progress" and evaluated["sampling"]["top_k"] == 20
+    assert evaluated["benchmarks"]["countdown"]["n_problems"] == 3
 
 
 def pd_rows(path: Path) -> list[dict]:
@@ -168,11 +167,11 @@ def pd_rows(path: Path) -> list[dict]:
 def test_progress_tables_list_our_runs(chain):
     root = chain["root"]
     proc = subprocess.run([sys.executable, "-m", "eval.tables", "progress", "--runs", f"conservative={chain['rl']}",
-                           f"rft_naive={root / 'rft_naive' / 'sft'}", f"rft_clean={root / 'rft_clean' / 'sft'}",
+                           f"rft_naive={root / 'rft_naive' / 'sft'}",
                            "--baseline", "conservative"], cwd=ROOT, capture_output=True, text=True, check=True)
     lines = proc.stdout.splitlines()
     summary = lines[lines.index("### Progress: countdown"):]
-    for name in ("conservative", "rft_naive", "rft_clean"):
+    for name in ("conservative", "rft_naive"):
         row = next(line for line in summary if line.startswith(f"| {name} |"))
         assert float(row.split("|")[2]) > 0, row  # avg score: ours, measured
     assert any(line.startswith("| rft_naive |") and "/" in line for line in lines
