@@ -3,17 +3,23 @@
 which the seeded CPU rollout reproduces on a resumed run), 4 tasks x 4 rollouts per step, a buffer of the latest 24 rollouts and 8 rollouts per update. Rollouts of earlier steps reach the actor
 update with the old log-probs stored at their generation (the loss reports, per row, the old and current mean
 token log-probs it used), the buffer lives in each checkpoint, and a run resumed in the middle replays exactly
-what the uninterrupted run replays."""
+what the uninterrupted run replays.
+
+The project's resume test through the trainer: the sequential selector runs too, so the resumed run selects,
+filters and replays like the uninterrupted one only if the selector's cursor and the filter's buffer came back with
+the checkpoint (the components' state is saved and loaded by one loop over the three axes; each axis's
+``state_dict`` round trip is unit-tested in tests/axes)."""
 
 from __future__ import annotations
 
+import json
 import shutil
+from collections import Counter
 
 import numpy as np
 import pytest
 
-from tests.trainer.test_axes_trainer_on_cpu import common_overrides, run, write_scenario
-from tests.trainer.test_resume_on_cpu import stop_after
+from tests.trainer.test_axes_trainer_on_cpu import ORDER, common_overrides, run, write_scenario
 from verl_ext.axes.types import ROLLOUT_ID_STRIDE
 from verl_ext.trainer import records
 from verl_ext.trainer.replay import FILE as STORE_FILE
@@ -31,6 +37,20 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
     score = float(kind == "easy") if kind != "coin" else float(zlib.crc32(solution_str.encode()) % 2)
     return {"score": score, "acc": score}
 '''
+
+
+def stop_after(run_dir, step: int, last: int) -> None:
+    """Make ``run_dir`` (a run of ``last`` steps) what a run killed right after its ``step`` checkpoint leaves."""
+    for later in range(step + 1, last + 1):
+        shutil.rmtree(run_dir / f"global_step_{later}", ignore_errors=True)
+        (run_dir / records.DUMP_DIR / f"step_{later:06d}.json").unlink()
+    (run_dir / "latest_checkpointed_iteration.txt").write_text(str(step))
+    (log,) = (run_dir / records.METRICS_DIR).glob("*.jsonl")
+    log.write_text("".join(line + "\n" for line in log.read_text().splitlines() if json.loads(line)["step"] <= step))
+    done = Counter()
+    for dump in records.read_dumps(run_dir).values():
+        done.update(str(t) for t in dump["rollout_task"])
+    (run_dir / "coin_counts.json").write_text(json.dumps(dict(done)))
 
 
 def overrides(data, run_dir):
@@ -103,12 +123,19 @@ def test_the_buffer_is_checkpointed_and_a_resumed_run_replays_the_same(runs):
     straight, resumed = runs
     assert (straight / f"global_step_{STOP}" / STORE_FILE).is_file()
     want, got = records.read_dumps(straight), records.read_dumps(resumed)
+    assert want[STOP + 1]["tasks"] == ORDER[2:6]  # the cursor continued (a fresh selector restarts at ORDER[0])
     for step in range(STOP + 1, STEPS + 1):
         for key in ("tasks", "rollout_reward", "rollout_id", "kept", "replayed"):
             assert got[step][key] == want[step][key], (step, key)
         # the restored weights recompute the old log-probs up to float noise (batch composition)
         assert got[step]["rollout_old_log_prob"] == pytest.approx(want[step]["rollout_old_log_prob"], abs=1e-4)
     assert any(want[s]["replayed"] for s in range(STOP + 1, STEPS + 1))
+    # one metrics file per run: the resumed run did not truncate the first run's file
+    assert len(list((resumed / records.METRICS_DIR).glob("*.jsonl"))) == 2
+    metrics, reference = records.read_metrics(resumed), records.read_metrics(straight)
+    assert sorted(metrics) == list(range(1, STEPS + 1))
+    for key in ("data_selection/replay/replayed", "data_selection/replay/stored", "critic/score/mean"):
+        assert metrics[STEPS][key] == reference[STEPS][key], key
 
 
 def test_run_summary_prints_what_the_filter_did_each_step(runs, capsys):
