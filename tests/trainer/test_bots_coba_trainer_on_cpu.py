@@ -23,7 +23,7 @@ from verl_ext.trainer.components import task_pool
 
 WEAK = {"easy": 0.8, "coin": 0.3, "hard": 0.0}
 STRONG = {"easy": 1.0, "coin": 0.7, "hard": 0.1}
-STEPS, TASKS, N, SEED = 4, 3, 4, 7
+STEPS, TASKS, N, SEED = 3, 3, 4, 7
 BUDGET = TASKS * N
 ALLOCATOR = {"name": "coba", "min_n": 2, "max_n": 8}
 SELECTOR = {"name": "bots", "forgetting": 0.1, "implicit_weight": 0.3, "target": 0.5, "posterior_sampling": True,
