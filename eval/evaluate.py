@@ -148,11 +148,16 @@ def load_benchmarks(specs: list[str], data_dir: Path, settings: dict, k_flag: in
     return list(out.values())
 
 
+def has_hf_weights(folder: Path) -> bool:
+    """``folder`` holds a Hugging Face model's weights (safetensors or PyTorch bins)."""
+    return any(folder.glob("*.safetensors")) or any(folder.glob("pytorch_model*.bin"))
+
+
 def step_checkpoint(step: int, actor: Path) -> Checkpoint:
     """The model of ``global_step_N/actor`` (RL) or ``global_step_N`` (SFT): its ``huggingface/`` weights, else
     its FSDP shards."""
     hf = actor / "huggingface"
-    if any(hf.glob("*.safetensors")) or any(hf.glob("pytorch_model*.bin")):
+    if has_hf_weights(hf):
         return Checkpoint(f"step_{step}", step, str(hf))
     if (actor / "fsdp_config.json").is_file():
         return Checkpoint(f"step_{step}", step, str(actor), fsdp=True)

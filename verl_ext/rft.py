@@ -44,21 +44,19 @@ class RftError(SystemExit):
 
 def policy_dir(spec: str, merged_dir: Path) -> str:
     """What verl's SFT trainer and the evaluator load for ``spec``: FSDP shards are merged first (once)."""
-    from eval.evaluate import Checkpoint, loadable
+    from eval.evaluate import loadable, step_checkpoint
 
-    path = Path(spec)
-    if not (path / "fsdp_config.json").is_file():
+    if not (Path(spec) / "fsdp_config.json").is_file():
         return resolve_model(spec)
-    hf = path / "huggingface"
-    if any(hf.glob("*.safetensors")) or any(hf.glob("pytorch_model*.bin")):
-        return str(hf)
-    return loadable(Checkpoint("model", None, spec, fsdp=True), merged_dir)
+    return loadable(step_checkpoint(0, Path(spec)), merged_dir)  # its huggingface/ copy when saved
 
 
 def saved_steps(run_dir: Path) -> list[int]:
     """Steps of ``run_dir`` whose Hugging Face model was saved (verl's SFT trainer: ``global_step_N/huggingface``)."""
+    from eval.evaluate import has_hf_weights
+
     return sorted(int(m[1]) for p in run_dir.glob("global_step_*")
-                  if (m := re.fullmatch(r"global_step_(\d+)", p.name)) and any((p / "huggingface").glob("*.safetensors")))
+                  if (m := re.fullmatch(r"global_step_(\d+)", p.name)) and has_hf_weights(p / "huggingface"))
 
 
 def stage(name: str, argv: list[str]) -> None:
