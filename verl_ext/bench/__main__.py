@@ -1,5 +1,6 @@
-"""``python -m verl_ext.bench [NAME ...] [--out DIR]``: run benchmarks, print Markdown tables and write
-``<out>/<name>.json``."""
+"""``python -m verl_ext.bench [NAME ...] [--run DIR] [--out DIR]``: run benchmarks, print Markdown tables and write
+``<out>/<name>.json``; with ``--run``, also each component's measured share of that trainer run's step
+(``<out>/run_share.json``; only that when no NAME is given)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import json
 import platform
 from pathlib import Path
 
-from verl_ext.bench import bots, cbs, coba, progress
+from verl_ext.bench import bots, cbs, coba, progress, share
 
 BENCHMARKS = {"bots": (bots.run, bots.report), "cbs": (cbs.run, cbs.report), "coba": (coba.run, coba.report),
               "progress": (progress.run, progress.report)}
@@ -17,6 +18,8 @@ BENCHMARKS = {"bots": (bots.run, bots.report), "cbs": (cbs.run, cbs.report), "co
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m verl_ext.bench", description=__doc__)
     parser.add_argument("names", nargs="*", metavar="NAME", help=f"benchmarks to run (default: all of {sorted(BENCHMARKS)})")
+    parser.add_argument("--run", metavar="DIR", help="a trainer run (trainer.default_local_dir): report each "
+                        "component's median share of its step from metrics/*.jsonl")
     parser.add_argument("--out", default="outputs/bench", help="directory of the JSON results")
     args = parser.parse_args(argv)
     unknown = sorted(set(args.names) - set(BENCHMARKS))
@@ -24,12 +27,22 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown benchmarks {unknown}; choose from {sorted(BENCHMARKS)}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    for name in args.names or sorted(BENCHMARKS):
+    machine = platform.processor() or platform.machine()
+    if args.run:
+        rows = share.run_shares(args.run)
+        print(share.report_run(args.run, rows), flush=True)
+        (out / "run_share.json").write_text(json.dumps({"machine": machine, "run": str(args.run), "rows": rows},
+                                                       indent=2))
+    names = args.names or ([] if args.run else sorted(BENCHMARKS))
+    if names:
+        print(f"'% of step': of a {share.REFERENCE_STEP_S:.0f} s step, {share.REFERENCE_STEP_SOURCE}", flush=True)
+    for name in names:
         run, report = BENCHMARKS[name]
         rows = run()
         print(report(rows), flush=True)
-        (out / f"{name}.json").write_text(json.dumps({"machine": platform.processor() or platform.machine(),
-                                                      "rows": rows}, indent=2))
+        step = {"seconds": share.REFERENCE_STEP_S, "source": share.REFERENCE_STEP_SOURCE}
+        (out / f"{name}.json").write_text(json.dumps({"machine": machine, "reference_step": step, "rows": rows},
+                                                     indent=2))
     return 0
 
 
