@@ -60,6 +60,12 @@ class BudgetAllocator(Stateful):
         return {}
 
 
+def step_budget(budget: int, tasks: int, batch: int) -> int:
+    """Rollouts of a step with ``tasks`` of the ``batch`` prompts a full step has: the run's budget, scaled down
+    (rounded, at least one per task) when the selector chose fewer [decision: rollouts per prompt stay as set]."""
+    return budget if tasks == batch else max(tasks, round(budget * tasks / batch))
+
+
 class RolloutFilter(Stateful):
     """Chooses the rollouts of the actor update. A filter that replays (CBS) also keeps rollouts across
     steps: after each ``select`` it names, by stable id (:attr:`RolloutView.rollout_id`), the stored

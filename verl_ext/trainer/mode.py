@@ -59,6 +59,7 @@ from verl.utils.debug import marked_timer
 from verl.workers.utils.padding import response_from_nested
 
 from verl_ext.axes import RolloutView, StepResults
+from verl_ext.axes.base import step_budget
 from verl_ext.axes.types import rollout_ids
 from verl_ext.trainer import per_sample, records
 from verl_ext.trainer.batching import (
@@ -113,12 +114,6 @@ class _Step:
     @property
     def row_lengths(self) -> np.ndarray:
         return np.concatenate([self.view.response_length, self.replay_lengths])
-
-
-def step_budget(budget: int, tasks: int, batch: int) -> int:
-    """Rollouts of a step with ``tasks`` of the ``batch`` prompts a full step has: the run's budget, scaled down
-    (rounded, at least one per task) when the selector chose fewer [decision: rollouts per prompt stay as set]."""
-    return budget if tasks == batch else max(tasks, round(budget * tasks / batch))
 
 
 def _token_mean(values: torch.Tensor, mask: torch.Tensor) -> np.ndarray:
