@@ -10,7 +10,7 @@ EXTRAS ?= cpu,dev
 TORCH_PIN ?= torch==2.13.0
 PYTEST_ARGS ?= --durations=25
 
-.PHONY: install install-gpu check-gpu demo test bench clean
+.PHONY: install install-gpu check-gpu demo test bench simulate clean
 
 install: $(STAMP)
 
@@ -42,6 +42,11 @@ test: $(STAMP)
 # Speed targets as ratios measured side by side in one run (results also in outputs/bench/*.json).
 bench: $(STAMP)
 	$(PY) -m verl_ext.bench
+
+# Every selector, allocator and filter on a simulated learner at paper scale (verl_ext/sim; README "Simulation"):
+# tables, claims and plots in outputs/sim/. SIM_ARGS="--seeds 8 --studies bots cbs" and so on (see --help).
+simulate: $(STAMP)
+	$(PY) -m verl_ext.sim $(SIM_ARGS)
 
 clean:
 	rm -rf $(VENV) outputs .pytest_cache

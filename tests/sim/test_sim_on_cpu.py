@@ -1,0 +1,121 @@
+"""The simulator (verl_ext/sim): deterministic per seed, sane learning and selection, the trainer's components and
+configs, replay through the trainer's interface, and a short grid end to end (tables, claims, plots)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from verl_ext.axes.allocators import FixedAllocator, FixedAllocatorConfig
+from verl_ext.sim import grid, loop
+from verl_ext.sim.learner import Learner, LearnerConfig
+from verl_ext.sim.loop import Scenario, Setting, run
+from verl_ext.sim.world import World, WorldConfig
+
+SMALL = WorldConfig(tasks=3_000, held_out=500)
+
+
+def scenario(**kw) -> Scenario:
+    return Scenario(**{"name": "t", "batch": 64, "rollouts": 8, "steps": 15, "columns": ("bots",), "eval_every": 5,
+                       "world": SMALL, **kw})
+
+
+def without_timing(record: dict) -> dict:
+    return {k: v for k, v in record.items() if k != "ms_per_step"}
+
+
+def test_a_seed_fixes_the_run_and_another_changes_it():
+    sc, setting = scenario(), Setting("bots", grid.sel("bots"))
+    first, again, other = run(sc, setting, 0), run(sc, setting, 0), run(sc, setting, 1)
+    assert without_timing(first) == without_timing(again)
+    assert first["accuracy"] != other["accuracy"]
+
+
+def test_learning_comes_from_informative_rollouts_only():
+    world = World(SMALL, 0)
+    learner = Learner(world, LearnerConfig())
+    before = learner.held_out().mean()
+    tasks = np.arange(4)
+    zero = np.zeros(32)
+    learner.learn(np.repeat(tasks, 8), zero, zero.astype(bool), zero, 32)  # degenerate groups: |r - mean| = 0
+    assert learner.held_out().mean() == before
+    learner.learn(np.repeat(tasks, 8), np.full(32, 0.5), zero.astype(bool), zero, 32)
+    assert learner.held_out().mean() > before
+    spurious = Learner(world, LearnerConfig())
+    spurious.learn(np.repeat(tasks, 8), np.full(32, 0.5), np.ones(32, dtype=bool), zero, 32)
+    assert spurious.held_out().mean() < before  # spurious rollouts teach the wrong thing
+
+
+def test_training_raises_held_out_accuracy_and_a_zero_learning_rate_does_not():
+    learning = run(scenario(steps=30), Setting("random", grid.sel("random")), 0)
+    frozen = run(scenario(steps=30), Setting("random", grid.sel("random"), learner={"lr": 0.0}), 0)
+    assert learning["accuracy"][-1] > learning["accuracy"][0] + 0.01
+    assert frozen["accuracy"][-1] == frozen["accuracy"][0]
+
+
+def test_a_selector_aiming_at_p_half_has_a_higher_etr_than_random():
+    sc = scenario(steps=20)
+    bots = run(sc, Setting("bots", grid.sel("bots")), 0)
+    random = run(sc, Setting("random", grid.sel("random")), 0)
+    assert np.mean(bots["etr"][5:]) > np.mean(random["etr"][5:]) + 0.1
+
+
+def test_every_allocator_of_the_grid_meets_the_budget_and_a_broken_one_is_caught(monkeypatch):
+    sc = scenario(steps=4)
+    for setting in grid.studies(steps=0.02, tasks=SMALL.tasks)["coba"].settings:
+        record = run(sc, setting, 0)  # the loop raises on counts that miss the budget
+        assert len(record["counts_std"]) == 4
+    revisits = scenario(steps=6, world=WorldConfig(tasks=150, held_out=100))  # tasks seen before: unequal counts
+    coba = next(s for s in grid.studies()["coba"].settings if s.name == "coba")
+    assert np.mean(run(revisits, coba, 0)["counts_std"][2:]) > 0
+
+    class OneTooMany(FixedAllocator):
+        def allocate(self, step, tasks, total):
+            counts = super().allocate(step, tasks, total)
+            counts[0] += 1
+            return counts
+
+    monkeypatch.setattr(loop, "build_allocator", lambda cfg, seed: OneTooMany(FixedAllocatorConfig(), seed))
+    with pytest.raises(RuntimeError, match="budget"):
+        run(sc, Setting("fixed"), 0)
+
+
+def test_a_replaying_filter_trains_on_stored_rollouts():
+    sc = scenario(columns=("dots",), steps=6)
+    record = run(sc, Setting("dots+rr", grid.sel("dots", reference_size=16), rollout_filter=grid.filt("replay_fifo")), 0)
+    assert record["replayed"][0] == 0 and min(record["replayed"][1:]) > 0
+
+
+def test_the_grid_builds_the_trainers_component_configs():
+    from tests.recipes.recipes import compose_recipe
+
+    studies = grid.studies()
+    cases = [("bots", "qwen2.5-1.5b-instruct_math", "selector", "bots_dots", "bots_dots"),
+             ("coba", "qwen3-1.7b-base", "allocator", "knapsack", "knapsack"),
+             ("cbs", "qwen3-1.7b-base", "rollout_filter", "cbs_star", "cbs_star"),
+             ("ads", "qwen2.5-math-1.5b", "selector", "ads_no_intra", "ads_no_intra")]
+    for recipe, model, axis, group, setting in cases:
+        trainer = compose_recipe(recipe, model, f"{axis}={group}")
+        sim = next(s for s in studies[recipe].settings if s.name == setting)
+        assert getattr(sim, axis) == dict(trainer[axis]), (recipe, setting)
+
+
+def test_a_short_grid_writes_tables_claims_and_plots(tmp_path):
+    from verl_ext.sim.__main__ import main
+    from verl_ext.sim.claims import CLAIMS
+
+    assert main(["--seeds", "2", "--tasks", "2000", "--steps-scale", "0.05", "--workers", "2",
+                 "--out", str(tmp_path)]) == 0
+    saved = json.loads((tmp_path / "results.json").read_text())["records"]
+    for name, study in grid.studies().items():
+        assert {s.name for s in study.settings} == set(saved[name])
+        assert all(set(runs) == {"0", "1"} for runs in saved[name].values())
+    claims = (tmp_path / "claims.md").read_text()
+    assert all(c.text in claims for c in CLAIMS)
+    assert "not run" not in claims
+    tables = (tmp_path / "tables.md").read_text()
+    assert "TTB50" in tables and "task transitions" in tables and "bots+coba+cbs_star" in tables
+    for png in ("bots_curves", "cbs_curves", "coba_transitions", "bots_sweeps", "progress_etr"):
+        assert (tmp_path / f"{png}.png").stat().st_size > 1000
+    assert main(["--from-results", str(tmp_path / "results.json"), "--out", str(tmp_path / "again")]) == 0
+    assert (tmp_path / "again" / "claims.md").read_text() == claims
