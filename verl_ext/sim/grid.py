@@ -18,7 +18,9 @@ from verl_ext.sim.world import World, WorldConfig
 SWEEP = (0.0, 0.05, 0.2, 0.5, 1.0)  # ρ and λ besides the default 0.1 (SPEC §1)
 NOISE_SWEEP = (0.0, 0.3)  # spurious-rollout rates besides the learner's default 0.1 (the CBS study)
 PROXY_SWEEP = (2.5, 5.0)  # noise of the offline difficulty estimate besides the world's default 0.7 (the ADS study)
-ADS_TASKS = 11_500 / 50_000  # ADS's training pool (11.5k prompts) relative to the others' N
+# Training pools of the papers whose pool is much smaller than N = 50k (relative to N): what a task's history
+# (CoBA's previous visit, CBS's replay of a task, ADS's clusters) sees depends on how often tasks come back.
+POOL = {"coba": 17_000 / 50_000, "cbs": 21_700 / 50_000, "ads": 11_500 / 50_000}  # DAPO-Math-17k; + MATH L3-5; OpenR1
 
 
 @lru_cache(maxsize=None)
@@ -64,8 +66,9 @@ def studies(steps: float = 1.0, tasks: int = 50_000) -> dict[str, Study]:
     """Every study; ``steps`` scales the scenarios' step counts and ``tasks`` sets N (the CI's short grid)."""
     world = WorldConfig(tasks=tasks)
 
-    def scenario(name, batch, rollouts, n_steps, pool=world, **kw) -> Scenario:
+    def scenario(name, batch, rollouts, n_steps, **kw) -> Scenario:
         n = max(2, round(n_steps * steps))
+        pool = replace(world, tasks=round(tasks * POOL[name])) if name in POOL else world
         return Scenario(name, batch, rollouts, n, world=pool, eval_every=max(1, n // 20), **kw)
 
     bots = scenario("bots", 256, 16, 200, columns=("bots",))
@@ -75,7 +78,7 @@ def studies(steps: float = 1.0, tasks: int = 50_000) -> dict[str, Study]:
     bots_settings += [Setting(f"bots rho={r:g}", sel("bots", implicit_weight=r)) for r in SWEEP]
     bots_settings += [Setting(f"bots lambda={v:g}", sel("bots", forgetting=v)) for v in SWEEP]
 
-    coba = scenario("coba", 256, 16, 200)
+    coba = scenario("coba", 512, 16, 200)
     coba_settings = [Setting("grpo", allocator=alloc("grpo"))] + [
         Setting(name, allocator=alloc(name, **({"total_steps": coba.steps} if name == "linear_decay" else {})))
         for name in ("coba", "coba_official", "knapsack", "static_exploit", "static_explore", "linear_decay",
@@ -90,7 +93,7 @@ def studies(steps: float = 1.0, tasks: int = 50_000) -> dict[str, Study]:
     cbs_settings += [Setting(f"{name} noise={q:g}", rollout_filter=filt(name), learner={"noise_rate": q})
                      for q in NOISE_SWEEP for name in ("keep_all", "cbs_star", "cbs")]
 
-    ads = scenario("ads", 128, 8, 200, replace(world, tasks=round(tasks * ADS_TASKS)), columns=("ads", "dots"))
+    ads = scenario("ads", 128, 8, 200, columns=("ads", "dots"))
     ads_settings = [Setting("uniform", sel("uniform")), Setting("ads", sel("ads")),
                     Setting("ads_no_inter", sel("ads_no_inter")), Setting("ads_no_intra", sel("ads_no_intra")),
                     Setting("dots+rr", sel("dots"), rollout_filter=filt("replay_fifo"))]
