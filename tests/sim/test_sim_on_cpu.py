@@ -90,14 +90,14 @@ def test_the_grid_builds_the_trainers_component_configs():
     from tests.recipes.recipes import compose_recipe
 
     studies = grid.studies()
-    cases = [("bots", "qwen2.5-1.5b-instruct_math", "selector", "bots_dots", "bots_dots"),
-             ("coba", "qwen3-1.7b-base", "allocator", "knapsack", "knapsack"),
-             ("cbs", "qwen3-1.7b-base", "rollout_filter", "cbs_star", "cbs_star"),
-             ("ads", "qwen2.5-math-1.5b", "selector", "ads_no_intra", "ads_no_intra")]
-    for recipe, model, axis, group, setting in cases:
-        trainer = compose_recipe(recipe, model, f"{axis}={group}")
-        sim = next(s for s in studies[recipe].settings if s.name == setting)
-        assert getattr(sim, axis) == dict(trainer[axis]), (recipe, setting)
+    setting = {study: {s.name: s for s in studies[study].settings} for study in studies}
+    trainer = compose_recipe("bots", "qwen2.5-1.5b-instruct_math", "selector=bots_dots", "allocator=knapsack",
+                             "rollout_filter=cbs_star")
+    assert setting["bots"]["bots_dots"].selector == dict(trainer.selector)
+    assert setting["coba"]["knapsack"].allocator == dict(trainer.allocator)
+    assert setting["cbs"]["cbs_star"].rollout_filter == dict(trainer.rollout_filter)
+    trainer = compose_recipe("ads", "qwen2.5-math-1.5b", "selector=ads_no_intra")
+    assert setting["ads"]["ads_no_intra"].selector == dict(trainer.selector)
 
 
 def test_a_short_grid_writes_tables_claims_and_plots(tmp_path):
