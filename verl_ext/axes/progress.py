@@ -167,19 +167,21 @@ class ProgressSelector(TaskSelector):
         if not 0 < batch_size <= len(self.pool):
             raise ValueError(f"selector={self.config.name}: batch of {batch_size} tasks from a pool of {len(self.pool)}")
         p = self.distribution()
-        left = [m.copy() for m in self.members]
+        left = list(self.members)  # the prompts not yet chosen per bucket; replaced, never changed in place
         chosen: list[np.ndarray] = []
         need = batch_size
         while need:
             has = np.array([len(m) > 0 for m in left], dtype=np.float64)
             weights = p * has if (p * has).sum() > 0 else has  # buckets at probability 0 only when nothing else is left
             counts = self.rng.multinomial(need, weights / weights.sum())
+            picks = {}
             for b in np.flatnonzero(counts):
                 take = min(int(counts[b]), len(left[b]))
-                picked = self.rng.choice(len(left[b]), size=take, replace=False)
-                chosen.append(left[b][picked])
-                left[b] = np.delete(left[b], picked)
+                picks[b] = self.rng.choice(len(left[b]), size=take, replace=False)
+                chosen.append(left[b][picks[b]])
                 need -= take
+            if need:  # a bucket ran out: draw again over what is left (rare, so only then copy)
+                left = [np.delete(m, picks[b]) if b in picks else m for b, m in enumerate(left)]
         positions = np.concatenate(chosen)
         self._metrics = {f"bucket_prob/{self.bucket_ids[b]}": float(v) for b, v in enumerate(p)
                          } if len(p) <= LOGGED_BUCKETS_UP_TO else {}
