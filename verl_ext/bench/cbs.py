@@ -8,8 +8,8 @@ K = one batch of 128 prompts x 8 rollouts = 1024.
   of the argsort of the scores (or of the newest-first order);
 * per rollout: rows normalised and scored one at a time, slots filled by Python scans.
 
-All three share the regression step (``begin_round``: its cost is the same). Torch runs the MLPs on
-``torch.get_num_threads()`` threads: every size is measured at that count and at one thread (per core).
+All three share the regression step (``begin_round``: its cost is the same). Torch runs every MLP on one thread,
+as the scheduler does (:func:`verl_ext.axes.cbs_scheduler.one_thread`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from verl_ext.axes.cbs_scheduler import FEATURES, CbsScheduler, CbsSchedulerConfig
+from verl_ext.axes.cbs_scheduler import FEATURES, CbsScheduler, CbsSchedulerConfig, one_thread
 from verl_ext.bench.share import REFERENCE_STEP_S, of_reference_step
 
 
@@ -83,18 +83,10 @@ def _timed(fn: Callable, *args) -> tuple[list[int], float]:
     return out, time.perf_counter() - t0
 
 
-def run(sizes=((2048, 1024), (5120, 1024)), rounds: int = 3, threads=(None, 1), seed: int = 0) -> list[dict]:
-    """One row per torch thread count (None: torch's default) and ``(M, K)``: seconds per round of each
-    implementation, ratios, equal choices."""
-    default = torch.get_num_threads()
-    try:
-        rows = []
-        for n in dict.fromkeys(default if t is None else t for t in threads):
-            torch.set_num_threads(n)
-            rows += [_row(m, k, rounds, seed) for m, k in sizes]
-        return rows
-    finally:
-        torch.set_num_threads(default)
+def run(sizes=((2048, 1024), (5120, 1024)), rounds: int = 3, seed: int = 0) -> list[dict]:
+    """One row per ``(M, K)``: seconds per round of each implementation, ratios, equal choices."""
+    with one_thread():
+        return [_row(m, k, rounds, seed) for m, k in sizes]
 
 
 def _row(m: int, k: int, rounds: int, seed: int) -> dict:
@@ -114,7 +106,7 @@ def _row(m: int, k: int, rounds: int, seed: int) -> dict:
                 seconds[name].append(s)
             same[name] &= chosen[name] == chosen["fast"]
     s = {name: float(np.median(v)) for name, v in seconds.items()}
-    return {"buffer": m, "chosen": k, "torch_threads": torch.get_num_threads(), "fast_s": s["fast"],
+    return {"buffer": m, "chosen": k, "fast_s": s["fast"],
             "batched_s": s["batched"], "per_rollout_s": s["per_rollout"], "batched_over_fast": s["batched"] / s["fast"],
             "per_rollout_over_fast": s["per_rollout"] / s["fast"], "batched_same_choices": same["batched"],
             "same_choices": same["per_rollout"], "share_of_reference_step": of_reference_step(s["fast"])}
@@ -123,12 +115,12 @@ def _row(m: int, k: int, rounds: int, seed: int) -> dict:
 def report(rows: list[dict]) -> str:
     lines = [f"CBS scheduler, one round (normalise + score + epsilon-greedy top-K + regression step; median; step = "
              f"{REFERENCE_STEP_S:.0f} s, see share.py)",
-             "| buffer M | chosen K | torch threads | scheduler ms | batched ms | batched / scheduler | per-rollout ms "
+             "| buffer M | chosen K | scheduler ms | batched ms | batched / scheduler | per-rollout ms "
              "| per-rollout / scheduler | same choices (batched, per-rollout) | % of step |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|:---:|---:|"]
+             "|---:|---:|---:|---:|---:|---:|---:|:---:|---:|"]
     for r in rows:
         same = "/".join("yes" if r[key] else "NO" for key in ("batched_same_choices", "same_choices"))
-        lines.append(f"| {r['buffer']:,} | {r['chosen']:,} | {r['torch_threads']} | {1e3 * r['fast_s']:.1f} | "
+        lines.append(f"| {r['buffer']:,} | {r['chosen']:,} | {1e3 * r['fast_s']:.1f} | "
                      f"{1e3 * r['batched_s']:.1f} | {r['batched_over_fast']:.1f}x | {1e3 * r['per_rollout_s']:.0f} | "
                      f"{r['per_rollout_over_fast']:.0f}x | {same} | {100 * r['share_of_reference_step']:.4f} |")
     return "\n".join(lines)
