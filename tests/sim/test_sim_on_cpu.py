@@ -82,7 +82,8 @@ def test_every_allocator_of_the_grid_meets_the_budget_and_a_broken_one_is_caught
 
 def test_a_replaying_filter_trains_on_stored_rollouts():
     sc = scenario(columns=("dots",), steps=6)
-    record = run(sc, Setting("dots+rr", grid.sel("dots", reference_size=16), rollout_filter=grid.filt("replay_fifo")), 0)
+    dots_rr = Setting("dots+rr", grid.sel("dots", reference_size=16), rollout_filter=grid.filt("replay_fifo"))
+    record = run(sc, dots_rr, 0)
     assert record["replayed"][0] == 0 and min(record["replayed"][1:]) > 0
 
 

@@ -52,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps-scale", type=float, default=1.0, help="multiplies every scenario's steps")
     parser.add_argument("--workers", type=int, default=default_workers())
     parser.add_argument("--out", default="outputs/sim")
-    parser.add_argument("--from-results", metavar="JSON", help="re-render the tables, claims and plots of a results.json")
+    parser.add_argument("--from-results", metavar="JSON",
+                        help="re-render the tables, claims and plots of a results.json")
     args = parser.parse_args(argv)
     grid = studies(args.steps_scale, args.tasks)
     chosen = args.studies or list(grid)
@@ -78,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     metrics = {k: study.metric for k, study in grid.items()}
     tables = [header] + [study_table(k, study, records[k]) for k, study in grid.items()]
     if "coba" in records:
-        tables.append("### coba: task transitions\n\n" + transitions_table(records["coba"], ("grpo", "knapsack", "coba")))
+        tables.append("### coba: task transitions\n\n"
+                      + transitions_table(records["coba"], ("grpo", "knapsack", "coba")))
     if "composition" in records:
         tables.append("### composition: BOTS + CoBA + CBS* against each alone\n\n"
                       + composition_summary(records, metrics["composition"]))

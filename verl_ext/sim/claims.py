@@ -23,6 +23,7 @@ class Claim:
     statistic: str = "auc"  # auc | final
     sign: int = 1  # +1: the method is claimed better; -1: worse
     variants: tuple[tuple[str, str, str], ...] = ()  # (label, method, baseline) of a parameter sweep
+    metric: str | None = None  # held-out metric compared; None: the study's
 
 
 CLAIMS = (
@@ -54,7 +55,8 @@ CLAIMS = (
     Claim("CoBA-RL", "the failure-driven schedule beats static exploit", "coba", "coba", "static_exploit", "final"),
     Claim("CoBA-RL", "the failure-driven schedule beats static explore", "coba", "coba", "static_explore", "final"),
     Claim("CoBA-RL", "the failure-driven schedule beats linear decay", "coba", "coba", "linear_decay", "final"),
-    Claim("CoBA-RL", "the failure-driven schedule beats explore→exploit", "coba", "coba", "explore_to_exploit", "final"),
+    Claim("CoBA-RL", "the failure-driven schedule beats explore→exploit", "coba", "coba", "explore_to_exploit",
+          "final"),
     Claim("ADS", "ADS beats uniform GRPO", "ads", "ads", "uniform", "final",
           variants=tuple((f"estimate noise {q}", "ads" if q == "0.7" else f"ads proxy={q}", "uniform")
                          for q in ("0.7", "2.5", "5"))),
@@ -63,6 +65,8 @@ CLAIMS = (
     Claim("ADS", "intra-cluster boundary walk helps (vs w/o intra)", "ads", "ads", "ads_no_intra", "final"),
     Claim("Progress", "negative result: conservative bucket sampling scores below uniform", "progress",
           "conservative", "uniform", "final", sign=-1),
+    Claim("Progress", "negative result: conservative's pass@1 is below uniform's", "progress", "conservative",
+          "uniform", "final", sign=-1, metric="accuracy"),
     Claim("Progress", "negative result: bucket_uniform scores below uniform", "progress", "bucket_uniform",
           "uniform", "final", sign=-1),
     Claim("Progress", "negative result: empirical scores below uniform", "progress", "empirical", "uniform", "final",
@@ -83,7 +87,7 @@ def check(claim: Claim, records: Records, metric: str) -> tuple[str, str]:
     for label, method, base in cases:
         if method not in runs or base not in runs:
             return "not run", f"`{method}` or `{base}` missing from the grid"
-        d = delta(runs[method], runs[base], metric, claim.statistic)
+        d = delta(runs[method], runs[base], claim.metric or metric, claim.statistic)
         seen.append((label, d, verdict(d, claim.sign)))
     verdicts = {v for _, _, v in seen}
     evidence = "; ".join(f"{label + ': ' if label else ''}Δ {claim.statistic} {d}" for label, d, _ in seen)

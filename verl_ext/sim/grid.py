@@ -59,7 +59,8 @@ class Study:
     settings: tuple[Setting, ...]
     baseline: str
     paper: str
-    metric: str = "accuracy"  # accuracy (held-out pass@1) | score (mean verifier score)
+    metric: str = "accuracy"  # accuracy (held-out pass@1) | score (mean verifier score) | pass16
+    also: tuple[str, ...] = ()  # further held-out metrics the table compares
 
 
 def studies(steps: float = 1.0, tasks: int = 50_000) -> dict[str, Study]:
@@ -89,7 +90,8 @@ def studies(steps: float = 1.0, tasks: int = 50_000) -> dict[str, Study]:
                     Setting("cbs_star", rollout_filter=filt("cbs_star")),
                     Setting("cbs_star random", rollout_filter=filt("cbs_star", random_scores=True)),
                     Setting("cbs", rollout_filter=filt("cbs"))]
-    cbs_settings += [Setting(name, rollout_filter=filt(name)) for name in ("cbs_random", "cbs_no_ema", "cbs_no_entropy")]
+    cbs_settings += [Setting(name, rollout_filter=filt(name))
+                     for name in ("cbs_random", "cbs_no_ema", "cbs_no_entropy")]
     cbs_settings += [Setting(f"{name} noise={q:g}", rollout_filter=filt(name), learner={"noise_rate": q})
                      for q in NOISE_SWEEP for name in ("keep_all", "cbs_star", "cbs")]
 
@@ -116,7 +118,7 @@ def studies(steps: float = 1.0, tasks: int = 50_000) -> dict[str, Study]:
         "cbs": Study(cbs, tuple(cbs_settings), "keep_all", "CBS (papers/001)"),
         "ads": Study(ads, tuple(ads_settings), "uniform", "ADS (papers/003)"),
         "progress": Study(progress, tuple(progress_settings), "uniform", "Progress-aware sampling (papers/004)",
-                          metric="score"),
+                          metric="score", also=("accuracy", "pass16")),
         "composition": Study(compose, tuple(compose_settings), "random", "composition (no paper)"),
     }
 

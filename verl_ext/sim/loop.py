@@ -157,7 +157,7 @@ def run(scenario: Scenario, setting: Setting, seed: int, world: World | None = N
 
 class _Record:
     def __init__(self):
-        self.eval_steps, self.accuracy, self.score = [], [], []
+        self.eval_steps, self.accuracy, self.score, self.pass16 = [], [], [], []
         self.series: dict[str, list[float]] = {k: [] for k in (
             "etr", "degenerate", "kept_fraction", "replayed", "selected_p", "counts_std")}
         self.seconds = {"selector": 0.0, "allocator": 0.0, "rollout_filter": 0.0}
@@ -169,6 +169,7 @@ class _Record:
         self.accuracy.append(float(p.mean()))  # avg@k in expectation (pass@1)
         partial = learner.config.partial_credit * PARTIAL_SCORE if scenario.scores == "countdown" else 0.0
         self.score.append(float((p + (1 - p) * partial).mean()))  # mean verifier score
+        self.pass16.append(float((1 - (1 - p) ** 16).mean()))  # pass@16 in expectation
 
     def step(self, step: int, out, counts: np.ndarray, kept: int, replayed: int, selected_p: np.ndarray,
              seconds: dict[str, float]) -> None:
@@ -184,6 +185,7 @@ class _Record:
         self.steps = step
 
     def finish(self, transitions: np.ndarray) -> dict[str, Any]:
-        return {"eval_steps": self.eval_steps, "accuracy": self.accuracy, "score": self.score, **self.series,
+        return {"eval_steps": self.eval_steps, "accuracy": self.accuracy, "score": self.score, "pass16": self.pass16,
+                **self.series,
                 "transitions": transitions.tolist(),
                 "ms_per_step": {k: 1e3 * v / max(self.steps, 1) for k, v in self.seconds.items()}}

@@ -59,7 +59,8 @@ def mean_curve(runs: dict[int, dict], metric: str) -> tuple[np.ndarray, np.ndarr
 def study_table(name: str, study, records: dict[str, dict[int, dict]]) -> str:
     metric, base = study.metric, records[study.baseline]
     b_steps, b_curve = mean_curve(base, metric)
-    head = ["setting", f"final {metric}", "Δ final [95% CI]", "Δ AUC [95% CI]"] + [f"TTB{int(q * 100)}" for q in TTB_Q] \
+    head = ["setting", f"final {metric}", "Δ final [95% CI]", "Δ AUC [95% CI]"] \
+        + [f"Δ final {m} [95% CI]" for m in study.also] + [f"TTB{int(q * 100)}" for q in TTB_Q] \
         + [f"BSF{int(b * 100)}" for b in BSF_B] + ["ETR", "degenerate", "kept", "ms/step sel/alloc/filter"]
     lines = [f"### {name}: {study.paper} — {study.scenario.batch} prompts x {study.scenario.rollouts} rollouts, "
              f"{study.scenario.steps} steps, {study.scenario.world.tasks:,} tasks, {len(base)} seeds; baseline "
@@ -72,10 +73,12 @@ def study_table(name: str, study, records: dict[str, dict[int, dict]]) -> str:
         bsf = [best_so_far(steps, c, b_steps, b_curve, b) for b in BSF_B]
         etr = mean_se([np.mean(r["etr"]) for r in runs.values()])
         deg = mean_se([np.mean(r["degenerate"]) for r in runs.values()])
-        ms = {k: np.mean([r["ms_per_step"][k] for r in runs.values()]) for k in ("selector", "allocator", "rollout_filter")}
+        ms = {k: np.mean([r["ms_per_step"][k] for r in runs.values()])
+              for k in ("selector", "allocator", "rollout_filter")}
         cells = [f"`{setting}`", f"{finals.mean():.4f} ± {finals.std(ddof=1) if len(finals) > 1 else 0:.4f}",
                  "—" if same else str(delta(runs, base, metric, "final")),
                  "—" if same else str(delta(runs, base, metric, "auc"))]
+        cells += ["—" if same else str(delta(runs, base, m, "final")) for m in study.also]
         cells += [fmt(v, 2) for v in ttb] + [fmt(v, 2) for v in bsf]
         cells += [f"{etr.mean:.3f}", f"{deg.mean:.3f}",
                   f"{np.mean([np.mean(r['kept_fraction']) for r in runs.values()]):.2f}",
