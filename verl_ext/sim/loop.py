@@ -8,11 +8,13 @@ actor update on the kept and replayed rollouts -> ``rollout_filter.observe_updat
 
 from __future__ import annotations
 
+import io
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
+import torch
 
 from eval.metrics import degenerate_group_rate, effective_task_ratio, task_pass_rates, transition_matrix
 from verl_ext.axes import build_allocator, build_filter, build_selector
@@ -93,14 +95,28 @@ class _Store:
         self.cols = {k: v[mask] for k, v in self.cols.items()}
 
 
-def run(scenario: Scenario, setting: Setting, seed: int, world: World | None = None) -> dict[str, Any]:
-    """Train ``scenario.steps`` steps; returns the per-run record (curves, per-step metrics, transitions, timing)."""
+def components(setting: Setting, pool, seed: int, state: dict | None = None) -> tuple:
+    """Selector, allocator and rollout filter as the trainer builds them; with ``state`` (a checkpoint's
+    ``state_dict()`` of each, after a ``torch.save`` / ``torch.load`` round trip) restored as on resume."""
+    built = (build_selector(setting.selector, pool, seed), build_allocator(setting.allocator, seed),
+             build_filter(setting.rollout_filter, seed))
+    if state is not None:
+        buffer = io.BytesIO()
+        torch.save(state, buffer)
+        buffer.seek(0)
+        for component, saved in zip(built, torch.load(buffer, weights_only=False)):
+            component.load_state_dict(saved)
+    return built
+
+
+def run(scenario: Scenario, setting: Setting, seed: int, world: World | None = None,
+        resume_after: int | None = None) -> dict[str, Any]:
+    """Train ``scenario.steps`` steps; returns the per-run record (curves, per-step metrics, transitions, timing).
+    ``resume_after``: after that step, rebuild the components from their saved state (a resumed run)."""
     world = world or World(replace(scenario.world, **setting.world), seed)
     learner = Learner(world, replace(scenario.learner, **setting.learner))
     pool = world.pool(scenario.columns)
-    selector = build_selector(setting.selector, pool, seed)
-    allocator = build_allocator(setting.allocator, seed)
-    rollout_filter = build_filter(setting.rollout_filter, seed)
+    selector, allocator, rollout_filter = components(setting, pool, seed)
     rng, probe = np.random.default_rng([seed, 1]), np.random.default_rng([seed, 2])
     budget_full = scenario.batch * scenario.rollouts
     sample = np.random.default_rng([seed, 3]).choice(world.config.tasks, min(TRANSITION_TASKS, world.config.tasks),
@@ -151,6 +167,9 @@ def run(scenario: Scenario, setting: Setting, seed: int, world: World | None = N
                   "rollout_filter": (t6 - t5) + (t8 - t7)})
         if step % scenario.eval_every == 0 or step == scenario.steps:
             rec.evaluate(step, learner, scenario)
+        if step == resume_after:
+            saved = [c.state_dict() for c in (selector, allocator, rollout_filter)]
+            selector, allocator, rollout_filter = components(setting, pool, seed, saved)
     final = probe.binomial(TRANSITION_SAMPLES, learner.pass_rate(sample)) / TRANSITION_SAMPLES
     return rec.finish(transition_matrix(initial, final)[1])
 
