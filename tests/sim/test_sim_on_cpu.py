@@ -133,3 +133,26 @@ def test_every_setting_of_the_grid_resumes_from_its_saved_state_exactly():
         whole = run(scenario, setting, 0)
         resumed = run(scenario, setting, 0, resume_after=2)
         assert without_timing(resumed) == without_timing(whole), (scenario.name, setting.name)
+
+
+def test_the_normaliser_decides_whether_an_update_on_fewer_rollouts_moves_the_policy_less():
+    world, tasks = World(SMALL, 0), np.repeat(np.arange(4), 8)
+    signal, spurious, age = np.full(32, 0.5), np.zeros(32, dtype=bool), np.zeros(32)
+    gains = {}
+    for normaliser in ("generated", "trained"):
+        for kept in (32, 8):
+            learner = Learner(world, LearnerConfig(normaliser=normaliser))
+            learner.learn(tasks[:kept], signal[:kept], spurious[:kept], age[:kept], 32)
+            gains[normaliser, kept] = np.abs(learner.theta).sum()
+    assert gains["generated", 8] < 0.5 * gains["generated", 32]
+    assert gains["trained", 8] == pytest.approx(gains["trained", 32], rel=0.5)
+    assert gains["trained", 8] > 2 * gains["generated", 8]
+
+
+def test_model_overrides_are_typed_and_unknown_fields_named():
+    assert grid.overrides(["learner.lr=1", "world.tasks=100", "learner.normaliser=trained"]) == {
+        "world": {"tasks": 100}, "learner": {"lr": 1.0, "normaliser": "trained"}}
+    with pytest.raises(ValueError, match="learner.<field>"):
+        grid.overrides(["learner.speed=2"])
+    study = grid.studies(steps=0.01, tasks=2_000, learner_set={"lr": 0.5})["bots"]
+    assert study.scenario.learner.lr == 0.5 and study.scenario.world.tasks == 2_000

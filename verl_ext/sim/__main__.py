@@ -13,7 +13,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from verl_ext.sim.claims import claims_markdown
-from verl_ext.sim.grid import default_workers, run_one, studies
+from verl_ext.sim.grid import default_workers, overrides, run_one, studies
 from verl_ext.sim.plots import all_plots
 from verl_ext.sim.report import delta, study_table, transitions_table
 
@@ -50,12 +50,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=8)
     parser.add_argument("--tasks", type=int, default=50_000, help="training tasks N")
     parser.add_argument("--steps-scale", type=float, default=1.0, help="multiplies every scenario's steps")
+    parser.add_argument("--set", nargs="*", default=[], metavar="SECTION.FIELD=VALUE",
+                        help="model parameters for every study, e.g. learner.normaliser=trained world.difficulty_std=3")
     parser.add_argument("--workers", type=int, default=default_workers())
     parser.add_argument("--out", default="outputs/sim")
     parser.add_argument("--from-results", metavar="JSON",
                         help="re-render the tables, claims and plots of a results.json")
     args = parser.parse_args(argv)
-    grid = studies(args.steps_scale, args.tasks)
+    try:
+        model = overrides(args.set)
+    except ValueError as e:
+        parser.error(str(e))
+    grid = studies(args.steps_scale, args.tasks, model["world"], model["learner"])
     chosen = args.studies or list(grid)
     unknown = sorted(set(chosen) - set(grid))
     if unknown:
@@ -67,15 +73,18 @@ def main(argv: list[str] | None = None) -> int:
         saved = json.loads(Path(args.from_results).read_text())
         records = {k: {s: {int(seed): r for seed, r in runs.items()} for s, runs in saved["records"][k].items()}
                    for k in chosen if k in saved["records"]}
-        scale, tasks = saved["grid"]["steps_scale"], saved["grid"]["tasks"]  # the studies as they were run
-        grid, header = {k: studies(scale, tasks)[k] for k in records}, saved["header"]
+        run_as = studies(saved["grid"]["steps_scale"], saved["grid"]["tasks"], **saved["grid"]["set"])  # as run
+        grid, header = {k: run_as[k] for k in records}, saved["header"]
     else:
         records, minutes = simulate(grid, args.seeds, args.workers)
         runs = sum(len(by_seed) for study in records.values() for by_seed in study.values())
-        header = (f"Simulated grid: {runs} runs ({args.seeds} seeds, N = {args.tasks:,}, steps x {args.steps_scale:g}) "
-                  f"in {minutes:.1f} min on {args.workers} worker(s).")
+        changed = " ".join(args.set) or "the defaults"
+        header = (f"Simulated grid: {runs} runs ({args.seeds} seeds, N = {args.tasks:,}, steps x {args.steps_scale:g}, "
+                  f"model: {changed}) in {minutes:.1f} min on {args.workers} worker(s).")
         (out / "results.json").write_text(json.dumps({
-            "records": records, "header": header, "grid": {"steps_scale": args.steps_scale, "tasks": args.tasks}}))
+            "records": records, "header": header, "grid": {
+                "steps_scale": args.steps_scale, "tasks": args.tasks,
+                "set": {"world_set": model["world"], "learner_set": model["learner"]}}}))
     metrics = {k: study.metric for k, study in grid.items()}
     tables = [header] + [study_table(k, study, records[k]) for k, study in grid.items()]
     if "coba" in records:

@@ -63,14 +63,31 @@ class Study:
     also: tuple[str, ...] = ()  # further held-out metrics the table compares
 
 
-def studies(steps: float = 1.0, tasks: int = 50_000) -> dict[str, Study]:
-    """Every study; ``steps`` scales the scenarios' step counts and ``tasks`` sets N (the CI's short grid)."""
-    world = WorldConfig(tasks=tasks)
+def overrides(assignments: list[str]) -> dict[str, dict]:
+    """``["learner.lr=1", "world.difficulty_std=3"]`` -> ``{"world": {...}, "learner": {...}}``, typed by the fields."""
+    out: dict[str, dict] = {"world": {}, "learner": {}}
+    fields = {"world": WorldConfig.__dataclass_fields__, "learner": LearnerConfig.__dataclass_fields__}
+    for item in assignments:
+        key, sep, value = item.partition("=")
+        section, _, name = key.partition(".")
+        if not sep or section not in fields or name not in fields[section]:
+            raise ValueError(f"--set {item!r}: expected world.<field>=<value> or learner.<field>=<value>; fields: "
+                             f"world {sorted(fields['world'])}, learner {sorted(fields['learner'])}")
+        kind = type(fields[section][name].default)
+        out[section][name] = kind(float(value)) if kind in (int, float) else kind(value)
+    return out
+
+
+def studies(steps: float = 1.0, tasks: int = 50_000, world_set: dict | None = None,
+            learner_set: dict | None = None) -> dict[str, Study]:
+    """Every study; ``steps`` scales the scenarios' step counts, ``tasks`` sets N (the CI's short grid),
+    ``world_set`` / ``learner_set`` override the model's parameters (:func:`overrides`)."""
+    world, learner = WorldConfig(**{"tasks": tasks, **(world_set or {})}), LearnerConfig(**(learner_set or {}))
 
     def scenario(name, batch, rollouts, n_steps, **kw) -> Scenario:
         n = max(2, round(n_steps * steps))
         pool = replace(world, tasks=round(tasks * POOL[name])) if name in POOL else world
-        return Scenario(name, batch, rollouts, n, world=pool, eval_every=max(1, n // 20), **kw)
+        return Scenario(name, batch, rollouts, n, world=pool, learner=learner, eval_every=max(1, n // 20), **kw)
 
     bots = scenario("bots", 256, 16, 200, columns=("bots",))
     bots_settings = [Setting("random", sel("random")), Setting("offline", sel("offline")),

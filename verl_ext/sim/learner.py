@@ -9,9 +9,12 @@ Learning: every rollout that reaches the update carries the learning signal ``|r
 group's mean success at generation: a GRPO / RLOO group's expected gradient, summing to ``2 n p (1 - p)`` over a
 group), weighted ``staleness ** age`` when replayed, and with the opposite sign (times ``noise_harm``) when the
 rollout is *spurious* (probability ``noise_rate``: a lucky guess or truncated garbage, recognisable only
-statistically by a high entropy and length). With ``S_i`` a task's summed signal and ``R`` the step's
-generated rollouts (the loss averages over the batch): ``θ += lr Σ_i w_i S_i / R`` and
-``b_i += lr · memorisation · S_i / R``. Every step both decay towards the start by ``forgetting``.
+statistically by a high entropy and length). With ``S_i`` a task's summed signal and ``R`` the normaliser:
+``θ += lr Σ_i w_i S_i / R`` and ``b_i += lr · memorisation · S_i / R``. ``R`` is the step's generated rollouts
+(``normaliser="generated"``: an update on fewer rollouts moves the policy less, as SGD with a fixed mini-batch size
+and fewer optimiser steps) or the rollouts the update trains on (``"trained"``: every update moves it alike and only
+the mean signal of what it trains on counts, closer to Adam's normalised steps). Every step both decay towards the
+start by ``forgetting``.
 
 Per-rollout statistics a filter sees are synthetic but tied to the state: entropy ``0.3 + 0.7 (1 - p) +
 0.8 · spurious + N(0, 0.1)``, response length ``L_max · N(0.35 + 0.3 (1 - p), 0.1)`` (a spurious one is truncated
@@ -40,6 +43,7 @@ class LearnerConfig:
     noise_harm: float = 1.0
     partial_credit: float = 0.8  # Countdown-style rewards: share of failed rollouts scoring 0.1 instead of 0
     max_response_length: int = 4096
+    normaliser: str = "generated"  # generated | trained: what the update's summed signal is divided by
 
 
 @dataclass(frozen=True)
@@ -97,11 +101,16 @@ class Learner:
     def learn(self, task: np.ndarray, signal: np.ndarray, spurious: np.ndarray, age: np.ndarray,
               generated: int) -> None:
         """One actor update on the given rollouts (this step's kept ones and replayed ones, with their age in
-        steps); ``generated``: the step's generated rollouts (the loss's normaliser)."""
+        steps); ``generated``: the step's generated rollouts."""
         cfg = self.config
+        if cfg.normaliser not in ("generated", "trained"):
+            raise ValueError(f"LearnerConfig.normaliser={cfg.normaliser!r}; choose generated or trained")
+        if len(task) == 0:
+            return
         weight = cfg.staleness ** age * np.where(spurious, -cfg.noise_harm, 1.0)
         tasks, inverse = np.unique(task, return_inverse=True)
-        per_task = np.bincount(inverse, weights=signal * weight, minlength=len(tasks)) / generated
+        norm = generated if cfg.normaliser == "generated" else len(task)
+        per_task = np.bincount(inverse, weights=signal * weight, minlength=len(tasks)) / norm
         self.theta += cfg.lr * self.transfer[tasks].T @ per_task
         self.bonus[tasks] += cfg.lr * cfg.memorisation * per_task
 
