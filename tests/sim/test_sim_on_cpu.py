@@ -120,6 +120,9 @@ def test_a_short_grid_writes_tables_claims_and_plots(tmp_path):
         assert (tmp_path / f"{png}.png").stat().st_size > 1000
     assert main(["--from-results", str(tmp_path / "results.json"), "--out", str(tmp_path / "again")]) == 0
     assert (tmp_path / "again" / "claims.md").read_text() == claims
+    assert main(["--compare", str(tmp_path), "--out", str(tmp_path / "compare")]) == 0
+    compare = (tmp_path / "compare" / "claims_compare.md").read_text()
+    assert "| the defaults |" in compare.splitlines()[0] and all(c.text in compare for c in CLAIMS)
 
 
 def test_every_setting_of_the_grid_resumes_from_its_saved_state_exactly():

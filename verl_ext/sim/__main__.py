@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from verl_ext.sim.claims import claims_markdown
+from verl_ext.sim.claims import claims_markdown, compare_markdown
 from verl_ext.sim.grid import default_workers, overrides, run_one, studies
 from verl_ext.sim.plots import all_plots
 from verl_ext.sim.report import delta, study_table, transitions_table
@@ -44,6 +44,20 @@ def simulate(grid, seeds: int, workers: int) -> tuple[dict, float]:
     return records, (time.time() - t0) / 60
 
 
+def load(path: Path) -> tuple[dict, dict, str]:
+    """(records, the studies as they were run, header) of a results.json."""
+    saved = json.loads(path.read_text())
+    run_as = studies(saved["grid"]["steps_scale"], saved["grid"]["tasks"], **saved["grid"]["set"])
+    records = {k: {s: {int(seed): r for seed, r in runs.items()} for s, runs in by_setting.items()}
+               for k, by_setting in saved["records"].items()}
+    return records, {k: run_as[k] for k in records}, saved["header"]
+
+
+def model_of(header: str) -> str:
+    """The model variant a results header states."""
+    return header.split("model: ", 1)[1].split(")", 1)[0]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m verl_ext.sim", description=__doc__)
     parser.add_argument("--studies", nargs="*", help="studies to run (default: all)")
@@ -54,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="model parameters for every study, e.g. learner.normaliser=trained world.difficulty_std=3")
     parser.add_argument("--workers", type=int, default=default_workers())
     parser.add_argument("--out", default="outputs/sim")
+    parser.add_argument("--compare", nargs="+", metavar="DIR",
+                        help="OUT/claims_compare.md: the claims' verdicts in each DIR's results.json side by side")
     parser.add_argument("--from-results", metavar="JSON",
                         help="re-render the tables, claims and plots of a results.json")
     args = parser.parse_args(argv)
@@ -69,12 +85,19 @@ def main(argv: list[str] | None = None) -> int:
     grid = {k: grid[k] for k in chosen}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.compare:
+        variants = {}
+        for directory in args.compare:
+            records, run_as, header = load(Path(directory) / "results.json")
+            variants[model_of(header)] = (records, {k: study.metric for k, study in run_as.items()})
+        table = compare_markdown(variants)
+        (out / "claims_compare.md").write_text(table + "\n")
+        print(table)
+        return 0
     if args.from_results:
-        saved = json.loads(Path(args.from_results).read_text())
-        records = {k: {s: {int(seed): r for seed, r in runs.items()} for s, runs in saved["records"][k].items()}
-                   for k in chosen if k in saved["records"]}
-        run_as = studies(saved["grid"]["steps_scale"], saved["grid"]["tasks"], **saved["grid"]["set"])  # as run
-        grid, header = {k: run_as[k] for k in records}, saved["header"]
+        records, run_as, header = load(Path(args.from_results))
+        records = {k: v for k, v in records.items() if k in chosen}
+        grid = {k: run_as[k] for k in records}
     else:
         records, minutes = simulate(grid, args.seeds, args.workers)
         runs = sum(len(by_seed) for study in records.values() for by_seed in study.values())

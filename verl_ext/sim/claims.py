@@ -131,3 +131,15 @@ def claims_markdown(records: Records, metrics: dict[str, str]) -> str:
         lines.append(f"| {claim.paper} | {claim.text} | {v} | {evidence} |")
     lines += [n for n in (etr_note(records), degenerate_note(records)) if n]
     return "\n".join(lines)
+
+
+def compare_markdown(variants: dict[str, tuple[Records, dict[str, str]]]) -> str:
+    """One row per claim, one verdict column per model variant (label -> its records and study metrics)."""
+    labels = list(variants)
+    lines = ["| paper | claim | " + " | ".join(labels) + " |", "|---|---|" + "---|" * len(labels)]
+    for claim in CLAIMS:
+        cells = []
+        for records, metrics in variants.values():
+            cells.append(check(claim, records, metrics[claim.study])[0] if claim.study in records else "not run")
+        lines.append(f"| {claim.paper} | {claim.text} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
