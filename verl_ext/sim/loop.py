@@ -133,6 +133,7 @@ def run(scenario: Scenario, setting: Setting, seed: int, world: World | None = N
         t2 = time.perf_counter()
         if len(counts) != len(tasks) or counts.sum() != budget or counts.min() < 1:
             raise RuntimeError(f"step {step}: allocator counts {counts.tolist()} for budget {budget}")
+        aimed = learner.pass_rate(pool.positions(tasks))  # what the selector chose, before the update
         out = learner.generate(pool.positions(tasks), counts, rng, scenario.scores)
         results = StepResults(out.task, out.reward, out.success, out.format_valid)
         t3 = time.perf_counter()
@@ -162,7 +163,7 @@ def run(scenario: Scenario, setting: Setting, seed: int, world: World | None = N
         rollout_filter.observe_update(step, trained_ids, entropy, clip)
         t8 = time.perf_counter()
         learner.forget()
-        rec.step(step, out, counts, len(kept), len(replayed), learner.pass_rate(pool.positions(tasks)),
+        rec.step(step, out, counts, len(kept), len(replayed), aimed,
                  {"selector": (t1 - t0) + (t4 - t3), "allocator": (t2 - t1) + (t5 - t4),
                   "rollout_filter": (t6 - t5) + (t8 - t7)})
         if step % scenario.eval_every == 0 or step == scenario.steps:
@@ -197,7 +198,7 @@ class _Record:
         s["degenerate"].append(degenerate_group_rate(out.group, out.reward))
         s["kept_fraction"].append(kept / len(out.task))
         s["replayed"].append(float(replayed))
-        s["selected_p"].append(float(selected_p.mean()))
+        s["selected_p"].append(float(selected_p.mean()))  # mean true pass rate of the chosen tasks
         s["counts_std"].append(float(np.std(counts)))
         for k, v in seconds.items():
             self.seconds[k] += v
