@@ -105,7 +105,7 @@ def test_a_short_grid_writes_tables_claims_and_plots(tmp_path):
     from verl_ext.sim.__main__ import main
     from verl_ext.sim.claims import CLAIMS
 
-    assert main(["--seeds", "2", "--tasks", "2000", "--steps-scale", "0.05", "--workers", "2",
+    assert main(["--seeds", "2", "--tasks", "2000", "--steps-scale", "0.05", "--workers", "1",
                  "--out", str(tmp_path)]) == 0
     saved = json.loads((tmp_path / "results.json").read_text())["records"]
     for name, study in grid.studies().items():

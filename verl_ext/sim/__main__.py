@@ -8,6 +8,7 @@ import argparse
 import json
 import multiprocessing as mp
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 from tqdm import tqdm
@@ -37,9 +38,9 @@ def simulate(grid, seeds: int, workers: int) -> tuple[dict, float]:
     by_scenario = {study.scenario.name: key for key, study in grid.items()}
     records = {k: {s.name: {} for s in study.settings} for k, study in grid.items()}
     t0 = time.time()
-    with mp.get_context("spawn").Pool(workers) as pool:
-        for scenario, setting, seed, record in tqdm(pool.imap_unordered(run_one, jobs), total=len(jobs),
-                                                    desc="simulated runs"):
+    with mp.get_context("spawn").Pool(workers) if workers > 1 else nullcontext() as pool:
+        done = pool.imap_unordered(run_one, jobs) if pool else map(run_one, jobs)  # one worker: this process
+        for scenario, setting, seed, record in tqdm(done, total=len(jobs), desc="simulated runs"):
             records[by_scenario[scenario]][setting][seed] = record
     return records, (time.time() - t0) / 60
 

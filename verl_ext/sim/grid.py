@@ -146,14 +146,14 @@ def _world(config: WorldConfig, seed: int) -> World:
 
 
 def run_one(job: tuple[Study, str, int]) -> tuple[str, str, int, dict]:
-    """One (study, setting, seed) in a worker process (one thread: workers run side by side)."""
-    import torch
+    """One (study, setting, seed), on one torch thread (workers run side by side)."""
+    from verl_ext.axes.cbs_scheduler import one_thread
 
-    torch.set_num_threads(1)
     study, name, seed = job
     setting = next(s for s in study.settings if s.name == name)
     world = _world(replace(study.scenario.world, **setting.world), seed)
-    return study.scenario.name, name, seed, run(study.scenario, setting, seed, world)
+    with one_thread():
+        return study.scenario.name, name, seed, run(study.scenario, setting, seed, world)
 
 
 def default_workers() -> int:
