@@ -23,7 +23,6 @@ returns their logged metrics.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -39,13 +38,9 @@ FORMAT_VALID_IF_WRONG = 0.8  # share of wrong answers that still parse (score 0.
 
 def selector_configs(names=SELECTORS) -> dict[str, dict]:
     """The presets as plain dicts, composed from ``verl_ext/config/selector`` like ``selector=<name>``."""
-    from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
+    from verl_ext.sim.grid import component
 
-    import verl_ext
-
-    with initialize_config_dir(str(Path(verl_ext.__file__).parent / "config" / "selector"), version_base=None):
-        return {name: OmegaConf.to_container(compose(name), resolve=True) for name in names}
+    return {name: component("selector", name) for name in names}
 
 
 def countdown_pool(n: int, seed: int) -> tuple[TaskPool, np.ndarray]:
