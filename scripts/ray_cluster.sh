@@ -1,26 +1,150 @@
 #!/usr/bin/env bash
 # A Ray cluster for multi-node training (verl's ray.init() joins it through RAY_ADDRESS):
-#   node 0:   scripts/ray_cluster.sh head            -> prints the RAY_ADDRESS to use
+#   node 0:   scripts/ray_cluster.sh head              -> prints the export lines for the driver and the workers
 #   node k>0: HEAD_ADDR=<node 0 ip> scripts/ray_cluster.sh worker
 #   any node: scripts/ray_cluster.sh stop | status
-# then on node 0: NNODES=<n> RAY_ADDRESS=auto scripts/bots/<setting>.sh
-# Environment: RAY_PORT (default 6379), GPUS_PER_NODE (default 8), RAY (default: ray next to the venv python).
+# then on node 0: export the printed RAY_ADDRESS and RAY_AUTH_MODE, and NNODES=<n> scripts/<group>/<launcher>.sh
 # Every node needs the same checkout, environment, data and model paths (a shared file system).
+#
+# stdout carries only `export NAME=VALUE` lines (eval-able); Ray's own messages go to stderr.
+# Environment:
+#   RAY_PORT        the head's GCS port (default 6379)
+#   HEAD_ADDR       worker: the head node's IP (127.0.0.1 when the nodes share a host)
+#   NODE_IP         this node's IP as Ray announces it (default: Ray's choice; printed address: hostname -I)
+#   RAY_AUTH_MODE   token (default) | disabled. token: the head creates ~/.ray/auth_token when missing; every
+#                   worker node and the driver need the same token (copy the file, or RAY_AUTH_TOKEN /
+#                   RAY_AUTH_TOKEN_PATH) and RAY_AUTH_MODE=token. Ray 2.60 left unset turns token auth on at the
+#                   head when a token file exists but not at `ray start --address`: workers then fail with
+#                   InvalidAuthToken, so the mode is always passed explicitly here.
+#   RAY_TEMP_DIR    Ray's temp dir (default /tmp/ray); one per node when several nodes share a host. Keep it
+#                   short: Ray's socket paths under it must stay within 107 characters.
+#   NODE_PORT_BASE  if set, every other port of this node is taken from BASE on (node manager BASE, object
+#                   manager +1, dashboard agent +2/+3, metrics +4, runtime-env agent +5, client server +6,
+#                   dashboard +7, workers +10..+10+WORKER_PORTS-1 (default 100)); needed when nodes share a host
+#   NUM_CPUS        logical CPUs Ray schedules on (default: the core count; CPU=1: 16). verl asks 3 per actor
+#                   rank on its node (single_controller/ray/base.py:146-160) besides 1-CPU helper actors
+#   GPUS_PER_NODE   GPUs of this node (default 8; CPU=1: 1 logical GPU per actor rank)
+#   OBJECT_STORE_BYTES  object store size (default: Ray's, 30% of memory)
+#   CPU=1           CPU mode (python -m verl_ext.main --cpu): logical GPUs, NUM_CPUS, no dashboard, and
+#                   OMP_NUM_THREADS (default: nproc) exported to the node's processes: the cores this node's
+#                   actor ranks share; split them when several nodes share a host (2 nodes on 4 cores: 2 each)
+#   DASHBOARD_HOST  where the head's dashboard listens (default 0.0.0.0)
+#   RAY             the ray executable (default: ray next to the venv python)
+# `stop` ends this node's processes only (those of the session started in RAY_TEMP_DIR, their process groups
+# and children), not other Ray instances of the machine as `ray stop` would; TERM, then KILL after 3 s
+# (gcs_server and raylet outlast TERM).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 RAY="${RAY:-$( [[ -x "$ROOT/.venv/bin/ray" ]] && echo "$ROOT/.venv/bin/ray" || echo ray )}"
 PORT="${RAY_PORT:-6379}"
-GPUS="${GPUS_PER_NODE:-8}"
+TEMP_DIR="${RAY_TEMP_DIR:-/tmp/ray}"
+STATE="$TEMP_DIR/ray_cluster_session"  # the session dir of the node started here
+CPU_MODE="${CPU:-0}"
+if [[ "$CPU_MODE" == 1 ]]; then
+  GPUS="${GPUS_PER_NODE:-1}" CPUS="${NUM_CPUS:-16}"
+else
+  GPUS="${GPUS_PER_NODE:-8}" CPUS="${NUM_CPUS:-}"
+fi
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"  # the workers import verl_ext
+export RAY_USAGE_STATS_ENABLED=0
+
+die() { echo "ray_cluster.sh: $*" >&2; exit 2; }
+
+auth_mode() {  # the explicit mode, exported for ray start / ray status
+  export RAY_AUTH_MODE="${RAY_AUTH_MODE:-token}"
+  case "$RAY_AUTH_MODE" in
+    token|disabled) ;;
+    *) die "RAY_AUTH_MODE must be token or disabled, got '$RAY_AUTH_MODE'" ;;
+  esac
+}
+
+has_token() { [[ -n "${RAY_AUTH_TOKEN:-}" || -s "${RAY_AUTH_TOKEN_PATH:-$HOME/.ray/auth_token}" ]]; }
+
+session_pids() {  # PIDs of the session in $STATE: its processes, their process groups, and their children
+  local session pid pgids=() pids=() more
+  [[ -s "$STATE" ]] || return 0
+  session="$(cat "$STATE")"
+  for pid in $(pgrep -f -- "$session" || true); do
+    pids+=("$pid")
+    pgids+=("$(ps -o pgid= -p "$pid" | tr -d ' ')")
+  done
+  for pid in $(printf '%s\n' "${pgids[@]}" | sort -u); do
+    [[ -n "$pid" && "$pid" != "$(ps -o pgid= -p $$ | tr -d ' ')" ]] && pids+=($(pgrep -g "$pid" || true))
+  done
+  while :; do  # children (Ray's workers run in process groups of their own)
+    more=($(pgrep -P "$(IFS=,; echo "${pids[*]:-0}")" || true))
+    more=($(comm -13 <(printf '%s\n' "${pids[@]}" | sort -u) <(printf '%s\n' "${more[@]}" | sort -u)))
+    (( ${#more[@]} )) || break
+    pids+=("${more[@]}")
+  done
+  printf '%s\n' "${pids[@]}" | sort -u | grep -vx "$$" || true
+}
+
+alive() { local p; for p in "$@"; do if kill -0 "$p" 2>/dev/null; then echo "$p"; fi; done; }
+
+stop_node() {
+  local pids i
+  pids=($(session_pids))
+  if (( ${#pids[@]} == 0 )); then echo "no Ray node of ours in $TEMP_DIR" >&2; rm -f "$STATE"; return 0; fi
+  kill -TERM "${pids[@]}" 2>/dev/null || true
+  for i in $(seq 6); do
+    pids=($(alive "${pids[@]}"))
+    (( ${#pids[@]} )) || break
+    sleep 0.5
+  done
+  if (( ${#pids[@]} )); then kill -KILL "${pids[@]}" 2>/dev/null || true; fi
+  rm -f "$STATE"
+  echo "stopped the Ray node of $TEMP_DIR" >&2
+}
+
+start_node() {  # start_node ROLE RAY-START-ARGS...
+  local role="$1" session; shift
+  if [[ -s "$STATE" && -n "$(session_pids)" ]]; then
+    die "a Ray node already runs from $TEMP_DIR ($(cat "$STATE")): stop it first"
+  fi
+  local args=(--temp-dir="$TEMP_DIR" --num-gpus="$GPUS" --disable-usage-stats)
+  [[ -n "$CPUS" ]] && args+=(--num-cpus="$CPUS")
+  [[ -n "${NODE_IP:-}" ]] && args+=(--node-ip-address="$NODE_IP")
+  [[ -n "${OBJECT_STORE_BYTES:-}" ]] && args+=(--object-store-memory="$OBJECT_STORE_BYTES")
+  if [[ -n "${NODE_PORT_BASE:-}" ]]; then
+    local b="$NODE_PORT_BASE"
+    args+=(--node-manager-port=$b --object-manager-port=$((b + 1)) --dashboard-agent-grpc-port=$((b + 2))
+           --dashboard-agent-listen-port=$((b + 3)) --metrics-export-port=$((b + 4))
+           --runtime-env-agent-port=$((b + 5)) --min-worker-port=$((b + 10))
+           --max-worker-port=$((b + 10 + ${WORKER_PORTS:-100} - 1)))
+    [[ "$role" == head ]] && args+=(--ray-client-server-port=$((b + 6)) --dashboard-port=$((b + 7)))
+  fi
+  if [[ "$CPU_MODE" == 1 ]]; then
+    export OMP_NUM_THREADS="${OMP_NUM_THREADS:-$(nproc)}"
+    [[ "$role" == head ]] && args+=(--include-dashboard=false)
+  fi
+  mkdir -p "$TEMP_DIR"
+  # a session of its own: stop then finds the daemons by process group, apart from the caller's
+  setsid --wait "$RAY" start "$@" "${args[@]}" </dev/null >&2 || die "ray start failed (its messages above)"
+  session="$(readlink -f "$TEMP_DIR/session_latest")"
+  echo "$session" >"$STATE"
+}
 
 case "${1:-}" in
   head)
-    "$RAY" start --head --port="$PORT" --num-gpus="$GPUS" --dashboard-host=0.0.0.0
-    echo "RAY_ADDRESS=$(hostname -I | awk '{print $1}'):$PORT (or RAY_ADDRESS=auto on this node)" ;;
+    auth_mode
+    if [[ "$RAY_AUTH_MODE" == token ]] && ! has_token; then "$RAY" get-auth-token --generate >/dev/null; fi
+    start_node head --head --port="$PORT" --dashboard-host="${DASHBOARD_HOST:-0.0.0.0}"
+    echo "export RAY_ADDRESS=${NODE_IP:-$(hostname -I | awk '{print $1}')}:$PORT"
+    echo "export RAY_AUTH_MODE=$RAY_AUTH_MODE" ;;
   worker)
-    "$RAY" start --address="${HEAD_ADDR:?HEAD_ADDR=<head node ip> is required}:$PORT" --num-gpus="$GPUS" ;;
-  stop) "$RAY" stop ;;
-  status) "$RAY" status ;;
+    auth_mode
+    if [[ "$RAY_AUTH_MODE" == token ]] && ! has_token; then
+      die "RAY_AUTH_MODE=token needs the head's token on this node: copy its ~/.ray/auth_token here, or set" \
+          "RAY_AUTH_TOKEN / RAY_AUTH_TOKEN_PATH (or start every node with RAY_AUTH_MODE=disabled)"
+    fi
+    start_node worker --address="${HEAD_ADDR:?HEAD_ADDR=<head node ip> is required}:$PORT"
+    echo "export RAY_ADDRESS=$HEAD_ADDR:$PORT"
+    echo "export RAY_AUTH_MODE=$RAY_AUTH_MODE" ;;
+  stop) stop_node ;;
+  status)
+    auth_mode
+    "$RAY" status --address="${HEAD_ADDR:-127.0.0.1}:$PORT" ;;
   *) echo "usage: scripts/ray_cluster.sh head|worker|stop|status" >&2; exit 2 ;;
 esac
