@@ -7,8 +7,9 @@
 #   MODEL_PATH       local copy of the model                   (default: the recipe's hub id)
 #   EXPERIMENT_NAME  run name and folder                       (default: the group's, else SETTING)
 #   NNODES           nodes; > 1 joins the Ray cluster at RAY_ADDRESS (default: 1; scripts/ray_cluster.sh)
-#   GPUS_PER_NODE    (default: 8)
-#   CPU=1            CPU mode (python -m verl_ext.main --cpu); NNODES / GPUS_PER_NODE are then not passed
+#   GPUS_PER_NODE    (default: 8; with CPU=1: the recipe's, actor ranks per node)
+#   CPU=1            CPU mode (python -m verl_ext.main --cpu): a private one-node Ray instance, or with NNODES > 1 the
+#                    cluster at RAY_ADDRESS (nodes started by CPU=1 scripts/ray_cluster.sh)
 #   DRY_RUN=1        print the command instead of running it
 set -euo pipefail
 
@@ -84,13 +85,16 @@ recipe_train() {
   cmd+=(--config-dir "$ROOT/recipes" "+$group=$setting" "recipe.data_dir=$data_dir"
         "trainer.experiment_name=$name" "trainer.default_local_dir=$out_dir/$name")
   [[ -n "${MODEL_PATH:-}" ]] && cmd+=("actor_rollout_ref.model.path=$MODEL_PATH")
+  local nnodes="${NNODES:-1}"
   if [[ "${CPU:-0}" != 1 ]]; then
-    local nnodes="${NNODES:-1}"
     cmd+=("trainer.nnodes=$nnodes" "trainer.n_gpus_per_node=${GPUS_PER_NODE:-8}")
-    if (( nnodes > 1 )); then
-      [[ -n "${RAY_ADDRESS:-}" ]] || { echo "NNODES=$nnodes needs RAY_ADDRESS (a running cluster: scripts/ray_cluster.sh)" >&2; return 2; }
-      export RAY_ADDRESS  # ray.init() in verl joins it
-    fi
+  else  # the CPU preset's one node and the recipe's ranks unless given
+    (( nnodes > 1 )) && cmd+=("trainer.nnodes=$nnodes")
+    [[ -n "${GPUS_PER_NODE:-}" ]] && cmd+=("trainer.n_gpus_per_node=$GPUS_PER_NODE")
+  fi
+  if (( nnodes > 1 )); then
+    [[ -n "${RAY_ADDRESS:-}" ]] || { echo "NNODES=$nnodes needs RAY_ADDRESS (a running cluster: scripts/ray_cluster.sh)" >&2; return 2; }
+    export RAY_ADDRESS  # ray.init() in verl joins it (the CPU preset passes it as ray_init.address)
   fi
   execute "${cmd[@]}" "$@"
 }

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from verl_ext.cpu import (
+    ENV_PREFIX,
     PLUGIN_MODULE,
     PRECISION_ENV,
     cpu_env,
@@ -92,6 +93,8 @@ def test_overrides_compose_with_verl_config():
             two_ranks = compose("ppo_trainer", overrides=[*cpu_overrides(), "trainer.n_gpus_per_node=2"])
             fp32 = compose("ppo_trainer", overrides=cpu_overrides({PRECISION_ENV: "fp32"}))
             bf16 = compose("ppo_trainer", overrides=cpu_overrides(precision="bf16"))
+            joined = compose("ppo_trainer", overrides=[*cpu_overrides({"RAY_ADDRESS": "10.0.0.1:6379"}),
+                                                       "trainer.nnodes=2"])
     finally:
         GlobalHydra.instance().clear()
     assert cfg.trainer.device == "cpu" and cfg.actor_rollout_ref.rollout.name == "hf"
@@ -105,6 +108,39 @@ def test_overrides_compose_with_verl_config():
     assert env_vars.VERL_PLATFORM == "cpu" and env_vars.VERL_USE_EXTERNAL_MODULES == PLUGIN_MODULE
     assert cfg.ray_kwargs.ray_init.num_gpus == 1
     assert two_ranks.ray_kwargs.ray_init.num_gpus == 2  # one logical GPU per actor rank, whatever the order
+    ray_init = joined.ray_kwargs.ray_init
+    assert (ray_init.address, ray_init.num_cpus, ray_init.num_gpus, joined.trainer.nnodes) == ("10.0.0.1:6379", None,
+                                                                                              None, 2)
+
+
+def test_ray_address_joins_a_cluster_whose_nodes_bring_resources_and_threads():
+    local = cpu_overrides({})
+    assert {"++ray_kwargs.ray_init.address=local", "++ray_kwargs.ray_init.num_cpus=16"} <= set(local)
+    assert cpu_overrides({"RAY_ADDRESS": "local"}) == local == cpu_overrides({"RAY_ADDRESS": "h:1"}, ray_address="")
+    joined = cpu_overrides({"RAY_ADDRESS": " 10.0.0.1:6379 "})
+    assert cpu_overrides({}, ray_address="10.0.0.1:6379") == joined
+    ray_init = [o for o in joined if o.startswith("++ray_kwargs.ray_init.") and "runtime_env" not in o]
+    assert ray_init == ["++ray_kwargs.ray_init.num_cpus=null", "++ray_kwargs.ray_init.num_gpus=null",
+                        "++ray_kwargs.ray_init.address='10.0.0.1:6379'", "++ray_kwargs.ray_init.include_dashboard=False"]
+    # every node's own OMP_NUM_THREADS (set at `ray start`), not the driver's; the rest of the preset is unchanged
+    omp = f"{ENV_PREFIX}OMP_NUM_THREADS='{os.cpu_count()}'"
+    assert omp in local and not any("OMP_NUM_THREADS" in o for o in joined)
+    rest = lambda ov: [o for o in ov if not any(k in o for k in ("ray_init.num_", "ray_init.address", "OMP_"))]  # noqa: E731
+    assert rest(local) == rest(joined)
+
+
+def test_cpu_launcher_passes_nodes_and_ranks_only_when_given():
+    from tests.recipes.recipes import commands, launch
+
+    def words(**env):
+        return commands(launch("bots", "cpu_embedded.sh", CPU="1", DATA_DIR="/d", OUT_DIR="/o", **env))[-1]
+
+    one = words()
+    assert not any(w.startswith(("trainer.nnodes=", "trainer.n_gpus_per_node=")) for w in one)  # preset, recipe
+    two = words(NNODES="2", RAY_ADDRESS="10.0.0.1:6379", GPUS_PER_NODE="2")
+    assert "--cpu" in two and two[-2:] == ["trainer.nnodes=2", "trainer.n_gpus_per_node=2"]
+    refused = launch("bots", "cpu_embedded.sh", CPU="1", DATA_DIR="/d", OUT_DIR="/o", NNODES="2")
+    assert refused.returncode == 2 and "RAY_ADDRESS" in refused.stderr
 
 
 PROBE = r"""

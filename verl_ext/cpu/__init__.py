@@ -36,9 +36,12 @@ What each piece is for (verl 0.9.1 file:line)
   ``num_cpus``: verl places each rank in a bundle
   ``{"CPU": 1, "GPU": 1}`` (``single_controller/ray/base.py:146-150``) and starts many 1-CPU
   helper actors; on a 2-core host Ray would otherwise refuse to schedule them.
-* ``ray_init.address=local``: always a private Ray instance (the fake GPU must be declared when it
-  starts; ``ray.init()`` would otherwise join a cluster named by ``RAY_ADDRESS``);
+* ``ray_init.address=local``: a private Ray instance (the fake GPU must be declared when it starts);
   ``include_dashboard=False``: one process less on a small machine.
+* With ``RAY_ADDRESS`` set (e.g. by ``scripts/ray_cluster.sh`` with ``CPU=1``) and ``trainer.nnodes=N``, the job
+  joins that running cluster instead: ``address`` is it and ``num_cpus`` / ``num_gpus`` are ``null``
+  (``ray.init()`` refuses them for an existing cluster, ``ray/_private/worker.py:1936``); each node declares
+  its logical GPUs, CPUs and ``OMP_NUM_THREADS`` at ``ray start``, so the driver's thread count is not forwarded.
 * ``trainer.device=cpu``: passed to the worker group (``trainer/ppo/v1/trainer_base.py:303``) and
   checked against the platform (``single_controller/ray/base.py:140``).
 * ``actor_rollout_ref.rollout.name=hf`` (+ tp/dp/pp 1): :mod:`verl_ext.cpu.hf_rollout`, registered
@@ -73,7 +76,7 @@ with and without a reference model (``use_kl_loss``), validation (greedy), check
 Data parallelism: ``trainer.n_gpus_per_node=K`` runs K actor ranks (processes, FSDP2 over gloo), each
 generating its share of the rollouts with the ``hf`` backend and using ``cores / K`` threads.
 
-Limits: one node, synchronous trainer modes only (the rollout
+Limits: one node unless ``RAY_ADDRESS`` names a cluster (above), synchronous trainer modes only (the rollout
 runs inside the actor process), text-only models; see :mod:`verl_ext.cpu.hf_rollout`. No critic
 (GAE): verl loads value-head models with a hard-coded ``attn_implementation="flash_attention_2"``
 (``utils/model.py:649,674``), which fails without CUDA.
@@ -164,24 +167,35 @@ def cpu_overrides(
     num_threads: int | None = None,
     ray_num_cpus: int = 16,
     precision: str | None = None,
+    ray_address: str | None = None,
 ) -> list[str]:
     """Hydra overrides for ``verl.trainer.main_ppo`` that run the job on the CPU (see module docstring).
 
     ``precision``: FSDP2 compute dtype (``fp32`` or ``bf16``; default :func:`cpu_precision`).
-    ``ray_num_cpus``: *logical* CPUs announced to Ray (scheduling slots, not cores).
+    ``ray_num_cpus``: *logical* CPUs announced to a private Ray instance (scheduling slots, not cores).
+    ``ray_address``: a running Ray cluster to join (default ``$RAY_ADDRESS`` of ``base``); none, or ``local``,
+    starts a private one-node instance.
     """
+    base = os.environ if base is None else base
     precision = precision or cpu_precision(base)
     if precision not in ("fp32", "bf16"):
         raise ValueError(f"precision must be 'fp32' or 'bf16', got {precision!r}")
+    address = (base.get("RAY_ADDRESS", "") if ray_address is None else ray_address).strip()
     env = cpu_env(base, num_threads=num_threads)
+    if address in ("", "local"):
+        ray_init = [f"++ray_kwargs.ray_init.num_cpus={int(ray_num_cpus)}",
+                    "++ray_kwargs.ray_init.num_gpus=${trainer.n_gpus_per_node}",  # one logical GPU per actor rank
+                    "++ray_kwargs.ray_init.address=local"]
+    else:  # the nodes declared their resources and thread counts at `ray start`
+        ray_init = ["++ray_kwargs.ray_init.num_cpus=null", "++ray_kwargs.ray_init.num_gpus=null",
+                    f"++ray_kwargs.ray_init.address={_hydra_quote(address)}"]
+        del env["OMP_NUM_THREADS"]
     mp = f"{{param_dtype:{precision},reduce_dtype:fp32,buffer_dtype:fp32}}"
     overrides = [
         "trainer.device=cpu",
         "trainer.nnodes=1",
         "trainer.n_gpus_per_node=1",
-        f"++ray_kwargs.ray_init.num_cpus={int(ray_num_cpus)}",
-        "++ray_kwargs.ray_init.num_gpus=${trainer.n_gpus_per_node}",  # one logical GPU per actor rank
-        "++ray_kwargs.ray_init.address=local",
+        *ray_init,
         "++ray_kwargs.ray_init.include_dashboard=False",
         *[f"{ENV_PREFIX}{k}={_hydra_quote(v)}" for k, v in env.items()],
         "actor_rollout_ref.rollout.name=hf",
