@@ -9,6 +9,7 @@ import os
 import subprocess
 
 import pytest
+import yaml
 from omegaconf import OmegaConf
 from tests.recipes.recipes import (
     RECIPES, SCRIPTS, check_recipe, check_scripts, commands, compose_recipe, launch, rollout_budget,
@@ -99,6 +100,8 @@ def test_smoke_run_is_small_on_one_gpu(run):
     assert f"+{group}=gpu_smoke" in train and "--cpu" not in train
     assert (cfg.trainer.nnodes, cfg.trainer.n_gpus_per_node) == (1, 1)
     assert cfg.actor_rollout_ref.model.path == MODEL and f"actor_rollout_ref.model.path={MODEL}" in train
+    recipe = yaml.safe_load((RECIPES / group / "gpu_smoke.yaml").read_text())
+    assert recipe["actor_rollout_ref"]["model"]["path"] == MODEL  # the recipe alone (no MODEL_PATH) too
     rollout = cfg.actor_rollout_ref.rollout
     assert (rollout.name, rollout.tensor_model_parallel_size) == ("vllm", 1) and rollout.gpu_memory_utilization <= 0.3
     assert cfg.data.max_response_length <= RESPONSE and rollout_budget(cfg) <= ROLLOUTS
