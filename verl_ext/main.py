@@ -7,7 +7,9 @@ axis configs are checked (unknown keys, infeasible budgets) before Ray starts; t
 
 ``--cpu`` is the CPU preset: the process re-executes itself with :func:`verl_ext.cpu.cpu_env` in its
 environment (verl picks its platform at import, before any config exists) and
-:func:`verl_ext.cpu.cpu_overrides` before the user's overrides (which therefore win).
+:func:`verl_ext.cpu.cpu_overrides` before the user's overrides (which therefore win). With
+``actor_rollout_ref.rollout.name=vllm`` the preset's rollout part is verl's vLLM rollout
+(:mod:`verl_ext.cpu.vllm_rollout`), run by an interpreter that has vLLM (``.venv-vllm``).
 
 Every run also logs to verl's ``file`` logger (added to ``trainer.logger`` when missing): the per-step
 metrics, validation included, go to ``<trainer.default_local_dir>/metrics/from_step_<S>.<time>.jsonl``,
@@ -85,7 +87,10 @@ def run(config) -> None:
     auto_set_device(config)
     validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
     export_trainer_module(config)
-    run_ppo(config, task_runner_class=TaskRunnerV1)
+    from verl_ext.cpu import is_cpu_mode, vllm_rollout
+
+    with vllm_rollout.shm_cleanup(enabled=is_cpu_mode() and config.actor_rollout_ref.rollout.name == "vllm"):
+        run_ppo(config, task_runner_class=TaskRunnerV1)
 
 
 @hydra.main(config_path="config", config_name="verl_ext_trainer", version_base=None)
@@ -99,10 +104,12 @@ def _hydra_main(config) -> None:
 def cpu_argv(args: list[str]) -> list[str]:
     """The re-executed command line for ``--cpu``: the user's leading Hydra flags (``--config-dir``,
     ``--config-name``, ``--cfg``), then the CPU preset, then the user's overrides (which win)."""
-    from verl_ext.cpu import cpu_overrides, split_hydra_flags
+    from verl_ext.cpu import cpu_overrides, split_hydra_flags, vllm_rollout
 
     flags, overrides = split_hydra_flags([a for a in args if a != CPU_FLAG])
-    return [sys.executable, "-m", "verl_ext.main", *flags, *cpu_overrides(), *overrides]
+    rollout = vllm_rollout.requested_rollout(overrides)
+    python = vllm_rollout.python_with_vllm(project_root()) if rollout == "vllm" else sys.executable
+    return [python, "-m", "verl_ext.main", *flags, *cpu_overrides(rollout=rollout), *overrides]
 
 
 def main() -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -116,11 +117,18 @@ def run(module: str, overrides: list[str], log: Path, timeout: int = 600, **env_
         argv = [sys.executable, "-m", "verl_ext.cpu", "run", "--config-dir", str(ROOT / "verl_ext" / "config"),
                 *overrides]
     start = time.perf_counter()
-    with open(log, "w") as out:
-        proc = subprocess.run(argv, cwd=log.parent, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=timeout)
-    if proc.returncode:
+    with open(log, "w") as out:  # own process group: a run past its timeout is ended with every process it started
+        proc = subprocess.Popen(argv, cwd=log.parent, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            returncode = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            pytest.fail(f"{module} still running after {timeout} s (killed); log {log}:\n{log.read_text()[-6000:]}")
+    if returncode:
         tail = log.read_text()[-6000:]
-        pytest.fail(f"{module} exited with {proc.returncode}; log {log}:\n{tail}")
+        pytest.fail(f"{module} exited with {returncode}; log {log}:\n{tail}")
     return time.perf_counter() - start
 
 

@@ -2,7 +2,8 @@
 
 * ``env``: ``export NAME=value`` lines for ``eval``;
 * ``overrides``: the Hydra overrides, one per line (``mapfile -t CPU < <(...)``);
-* ``run [OVERRIDE ...]``: exec ``python -m verl.trainer.main_ppo`` with both, then yours.
+* ``run [OVERRIDE ...]``: exec ``python -m verl.trainer.main_ppo`` with both, then yours
+  (``actor_rollout_ref.rollout.name=vllm``: verl's vLLM rollout, :mod:`verl_ext.cpu.vllm_rollout`).
 """
 
 from __future__ import annotations
@@ -10,9 +11,10 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import subprocess
 import sys
 
-from verl_ext.cpu import cpu_env, cpu_overrides, main_ppo_command
+from verl_ext.cpu import cpu_env, cpu_overrides, main_ppo_command, vllm_rollout
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,6 +42,9 @@ def main(argv: list[str] | None = None) -> int:
         extra = passthrough[1:] if passthrough[:1] == ["--"] else passthrough
         cmd, env = main_ppo_command(extra, num_threads=args.num_threads, precision=args.precision)
         sys.stdout.flush()
+        if vllm_rollout.requested_rollout(extra) == "vllm":  # a child, so that its shared memory can be removed
+            with vllm_rollout.shm_cleanup():
+                return subprocess.call(cmd, env=env)
         os.execvpe(cmd[0], cmd, env)
     return 0
 

