@@ -1,0 +1,72 @@
+"""The vLLM part of the CPU preset (``verl_ext.cpu.vllm_rollout``) without starting anything: which rollout the
+command line asks for, the interpreter a ``--cpu`` launch re-executes with, the overrides composing onto verl's
+config, and the shared-memory clean-up. The run itself: ``test_bots_coba_vllm_trainer_on_cpu.py``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from verl_ext.cpu import cpu_overrides, main_ppo_command, project_root, vllm_rollout
+from verl_ext.main import cpu_argv
+
+ROOT = Path(project_root())
+
+
+def test_requested_rollout_is_the_last_name_override():
+    assert vllm_rollout.requested_rollout(["a=1"]) == "hf"
+    assert vllm_rollout.requested_rollout(["actor_rollout_ref.rollout.name=vllm"]) == "vllm"
+    assert vllm_rollout.requested_rollout(["actor_rollout_ref.rollout.name=vllm",
+                                           "++actor_rollout_ref.rollout.name='hf'"]) == "hf"
+    assert vllm_rollout.requested_rollout(["actor_rollout_ref.rollout.name_x=vllm"]) == "hf"
+
+
+def test_cpu_launch_runs_vllm_from_an_interpreter_that_has_it(monkeypatch, tmp_path):
+    argv = cpu_argv(["--cpu", "actor_rollout_ref.rollout.name=vllm", "trainer.total_training_steps=1"])
+    assert argv[0] == vllm_rollout.python_with_vllm(ROOT)
+    assert argv[-2:] == ["actor_rollout_ref.rollout.name=vllm", "trainer.total_training_steps=1"]  # the user's win
+    assert f"++actor_rollout_ref.rollout.engine_kwargs.vllm.worker_extension_cls={vllm_rollout.WORKER_EXTENSION}" in argv
+    assert "actor_rollout_ref.rollout.name=hf" not in argv
+    assert cpu_argv(["--cpu", "a=1"])[0] == sys.executable
+    stock, _ = main_ppo_command(["actor_rollout_ref.rollout.name=vllm"])
+    assert stock[0] == vllm_rollout.python_with_vllm(ROOT) and "actor_rollout_ref.rollout.enforce_eager=True" in stock
+
+    # no vLLM here and no .venv-vllm: a message that says what to run
+    monkeypatch.setattr(vllm_rollout.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(SystemExit, match="make vllm-env"):
+        vllm_rollout.python_with_vllm(tmp_path)
+    with pytest.raises(ValueError, match="hf or vllm"):
+        cpu_overrides(rollout="sglang")
+
+
+def test_vllm_overrides_compose_onto_verls_config():
+    search = "hydra.searchpath=[pkg://verl.trainer.config]"
+    with initialize_config_dir(config_dir=str(ROOT / "verl_ext" / "config"), version_base=None):
+        cfg = compose("verl_ext_trainer", overrides=[search, *cpu_overrides(rollout="vllm")])
+    rollout = cfg.actor_rollout_ref.rollout
+    assert rollout.name == "vllm" and rollout.mode == "async"
+    assert rollout.enable_sleep_mode is False and rollout.free_cache_engine is False and rollout.enforce_eager is True
+    assert rollout.engine_kwargs.vllm.worker_extension_cls == vllm_rollout.WORKER_EXTENSION
+    assert rollout.engine_kwargs.vllm.kv_cache_memory_bytes == vllm_rollout.KV_CACHE_BYTES
+    module, _, cls = vllm_rollout.WORKER_EXTENSION.rpartition(".")
+    source = (ROOT / (module.replace(".", "/") + ".py")).read_text()
+    assert f"class {cls}(" in source
+
+
+def test_shm_cleanup_removes_only_segments_that_appeared(monkeypatch, tmp_path):
+    monkeypatch.setattr(vllm_rollout, "SHM_DIR", tmp_path)
+    (tmp_path / "psm_old").write_bytes(b"x")
+    (tmp_path / "other").write_bytes(b"x")
+    with vllm_rollout.shm_cleanup():
+        (tmp_path / "psm_new").write_bytes(b"x")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other", "psm_old"]
+    with pytest.raises(RuntimeError), vllm_rollout.shm_cleanup():  # also when the run fails
+        (tmp_path / "psm_failed").write_bytes(b"x")
+        raise RuntimeError("run failed")
+    assert not (tmp_path / "psm_failed").exists()
+    with vllm_rollout.shm_cleanup(enabled=False):
+        (tmp_path / "psm_kept").write_bytes(b"x")
+    assert (tmp_path / "psm_kept").exists()
