@@ -20,27 +20,29 @@ smoke_needs() {  # smoke_needs FILE
 
 # TRAIN (the group's launcher function) on the gpu_smoke recipe, then what the run shows: the per-step table and
 # AXIS's choices (python -m verl_ext.run_summary), where the metrics and the checkpoint are and which keys to read.
-# Exits 1 when the run saved no checkpoint or logged no validation.
+# Exits 1 when this run (not an earlier one in the same folder) saved no checkpoint or logged no validation.
 smoke_train() {  # smoke_train TRAIN AXIS [launcher arguments...]
   local train="$1" axis="$2"; shift 2
   export EXPERIMENT_NAME
+  local run="$OUT_DIR/$EXPERIMENT_NAME" started step
+  started="@$(date +%s.%N)"  # this run's files are newer (find -newermt)
   "$train" gpu_smoke "$@"
   [[ "${DRY_RUN:-0}" == 1 ]] && return 0
-  local run="$OUT_DIR/$EXPERIMENT_NAME" step
   "$PYTHON" -m verl_ext.run_summary "$run" --axis "$axis"
-  step="$(tr -d '[:space:]' <"$run/latest_checkpointed_iteration.txt" 2>/dev/null)" || true
-  if [[ -z "$step" || ! -d "$run/global_step_$step" ]]; then
-    echo "gpu_smoke: no checkpoint in $run (trainer.save_freq)" >&2
+  step="$(tr -d '[:space:]' 2>/dev/null <"$run/latest_checkpointed_iteration.txt")" || true
+  if [[ -z "$step" || ! -d "$run/global_step_$step" ||
+        -z "$(find "$run/latest_checkpointed_iteration.txt" -newermt "$started")" ]]; then
+    echo "gpu_smoke: this run saved no checkpoint in $run (trainer.save_freq)" >&2
     return 1
   fi
-  if ! grep -qs '"val-core/' "$run"/metrics/*.jsonl; then
-    echo "gpu_smoke: no validation metrics (val-core/...) in $run/metrics" >&2
+  if [[ -z "$(find "$run/metrics" -name '*.jsonl' -newermt "$started" -exec grep -l '"val-core/' {} + 2>/dev/null)" ]]; then
+    echo "gpu_smoke: this run logged no validation metrics (val-core/...) in $run/metrics" >&2
     return 1
   fi
   cat <<EOF
 gpu_smoke: $SECONDS s in all
   metrics:    $run/metrics/*.jsonl (verl's file logger: one {"step": N, "data": {...}} line per step)
-  checkpoint: $run/global_step_$step (resume: the same command with trainer.resume_mode=auto)
+  checkpoint: $run/global_step_$step
   keys: critic/score/mean (training reward), val-core/<data_source>/acc/mean@N (validation after the last step),
         data_selection/$axis/* (the method's own scalars), data_selection/effective_task_ratio,
         timing_s/gen, timing_s/update_actor, timing_s/step (seconds)

@@ -28,7 +28,7 @@ RUNS = {
     "ads": ("qwen3-4b-base", ("grpo", "ads"), ("data_prep", "data_prep.ads_clusters"), "selector"),
     "progress": ("qwen2.5-0.5b_countdown", ("conservative",), ("data_prep", "data_prep.countdown_split"), "selector"),
 }
-# Config keys a smoke run may set differently from its paper run: the model, sizes, GPUs, paths and names.
+# Config keys a smoke run may set differently from its paper run: the model, sizes, GPUs, paths, names, and a\n# fresh start every time.
 SIZES = {
     "actor_rollout_ref.model.path", "actor_rollout_ref.rollout.prometheus.served_model_name",
     "actor_rollout_ref.actor.ppo_mini_batch_size", "critic.ppo_mini_batch_size",
@@ -40,7 +40,7 @@ SIZES = {
     "data.train_batch_size", "data.max_prompt_length", "data.max_response_length", "data.train_files", "data.val_files",
     "actor_rollout_ref.rollout.trace.experiment_name", "trainer.experiment_name", "trainer.default_local_dir",
     "trainer.n_gpus_per_node", "trainer.total_training_steps", "trainer.test_freq", "trainer.save_freq",
-    "trainer.val_before_train",
+    "trainer.val_before_train", "trainer.resume_mode",
 }
 # Component keys a smoke run sets differently (recipes/<group>/gpu_smoke.yaml says why); every other key of the
 # selector, allocator, rollout filter and objective is the paper run's.
@@ -107,7 +107,7 @@ def test_smoke_run_is_small_on_one_gpu(run):
     assert cfg.data.max_response_length <= RESPONSE and rollout_budget(cfg) <= ROLLOUTS
     steps = cfg.trainer.total_training_steps
     assert steps <= STEPS and cfg.trainer.test_freq == cfg.trainer.save_freq == steps  # once, after the last step
-    assert not cfg.trainer.val_before_train
+    assert not cfg.trainer.val_before_train and cfg.trainer.resume_mode == "disable"  # a rerun trains again
     assert cfg.trainer.default_local_dir == f"/o/{cfg.trainer.experiment_name}"
     assert cfg.trainer.experiment_name.startswith("gpu_smoke-")
     check_recipe(cfg)
@@ -115,7 +115,6 @@ def test_smoke_run_is_small_on_one_gpu(run):
 
 @pytest.mark.parametrize("run", sorted(RUNS))
 def test_smoke_run_has_the_paper_runs_components(run):
-    group = _group(run)
     smoke, paper = _leaves(_smoke(run)[2]), _leaves(_paper(run))
     differ = {k for k in smoke.keys() | paper.keys() if smoke.get(k, KeyError) != paper.get(k, KeyError)}
     # recipe.* are the launchers' tables, whose chosen entries land in the component keys compared here
@@ -167,28 +166,40 @@ def test_environment_overrides_and_kept_data(tmp_path):
     assert f"recipe.data_dir={tmp_path}" in kept
 
 
-def _finish(out, **env: str):
-    """The smoke script run for real with ``PYTHON=true`` (every Python step a no-op): only its end is exercised."""
-    environ = {k: v for k, v in os.environ.items() if k not in ("DRY_RUN", "EXPERIMENT_NAME", "FORCE")}
+# Stands in for python in a real (not DRY_RUN) smoke script: the trainer writes a run folder with what SAVE and
+# METRICS say; every other Python step does nothing.
+FAKE_PYTHON = """#!/usr/bin/env bash
+[[ "$2" == verl_ext.main ]] || exit 0
+for arg; do [[ "$arg" == trainer.default_local_dir=* ]] && run="${arg#*=}"; done
+mkdir -p "$run/metrics"
+if [[ -n "$SAVE" ]]; then echo 3 >"$run/latest_checkpointed_iteration.txt"; mkdir -p "$run/global_step_3"; fi
+echo "$METRICS" >"$run/metrics/from_step_000000.$RANDOM$RANDOM.jsonl"
+"""
+
+
+def _finish(tmp_path, save: bool, metrics: str):
+    """``scripts/bots/gpu_smoke.sh`` run for real with :data:`FAKE_PYTHON`: only the end of the script is exercised."""
+    python = tmp_path / "python"
+    python.write_text(FAKE_PYTHON)
+    python.chmod(0o755)
+    environ = {k: v for k, v in os.environ.items() if k not in ("DRY_RUN", "FORCE", "CPU")}
     return subprocess.run(["bash", str(SCRIPTS / "bots" / "gpu_smoke.sh")], capture_output=True, text=True, timeout=60,
-                          env={**environ, "PYTHON": "true", "DATA_DIR": str(out / "data"), "OUT_DIR": str(out),
-                               "EXPERIMENT_NAME": "r", **env})
+                          env={**environ, "PYTHON": str(python), "DATA_DIR": str(tmp_path / "data"),
+                               "OUT_DIR": str(tmp_path), "EXPERIMENT_NAME": "r", "SAVE": "1" if save else "",
+                               "METRICS": f'{{"step": 3, "data": {metrics}}}'})
 
 
-def test_end_of_run_checks_the_save_and_the_validation(tmp_path):
+def test_end_of_run_checks_that_this_run_saved_and_validated(tmp_path):
+    validated = '{"val-core/arithmetic/acc/mean@1": 0.5}'
+    done = _finish(tmp_path, save=True, metrics=validated)
     run = tmp_path / "r"
-    (run / "metrics").mkdir(parents=True)
-    assert "no checkpoint" in _finish(tmp_path).stderr
-    (run / "latest_checkpointed_iteration.txt").write_text("3\n")
-    (run / "global_step_3").mkdir()
-    (run / "metrics" / "from_step_000000.1.jsonl").write_text('{"step": 3, "data": {"critic/score/mean": 0.5}}\n')
-    missing = _finish(tmp_path)
-    assert missing.returncode == 1 and "no validation metrics" in missing.stderr
-    (run / "metrics" / "from_step_000000.1.jsonl").write_text('{"step": 3, "data": {"val-core/arithmetic/acc/mean@1": 0.5}}\n')
-    done = _finish(tmp_path)
     assert done.returncode == 0, done.stderr
     assert f"checkpoint: {run}/global_step_3" in done.stdout and f"metrics:    {run}/metrics/" in done.stdout
     assert "critic/score/mean" in done.stdout and "data_selection/selector/*" in done.stdout
+    unsaved = _finish(tmp_path, save=False, metrics=validated)  # the first run's checkpoint does not count
+    assert unsaved.returncode == 1 and "saved no checkpoint" in unsaved.stderr
+    unvalidated = _finish(tmp_path, save=True, metrics='{"critic/score/mean": 0.5}')  # nor its validation
+    assert unvalidated.returncode == 1 and "no validation metrics" in unvalidated.stderr
 
 
 def test_scripts_parse():
