@@ -10,7 +10,8 @@ SMOKE_MODEL=Qwen/Qwen2.5-0.5B-Instruct  # what every recipes/*/gpu_smoke.yaml na
 
 smoke_setup() {  # smoke_setup GROUP: the defaults above, exported
   export MODEL_PATH="${MODEL_PATH:-$SMOKE_MODEL}" GPUS_PER_NODE="${GPUS_PER_NODE:-1}" PYTHONUNBUFFERED=1
-  export DATA_DIR="$(abspath "${DATA_DIR:-$ROOT/data/$1_smoke}")" OUT_DIR="$(abspath "${OUT_DIR:-$ROOT/outputs/$1_smoke}")"
+  DATA_DIR="$(abspath "${DATA_DIR:-$ROOT/data/$1_smoke}")" OUT_DIR="$(abspath "${OUT_DIR:-$ROOT/outputs/$1_smoke}")"
+  export DATA_DIR OUT_DIR
 }
 
 # True when FILE is missing or FORCE=1: the data preparation then runs (it is kept from an earlier run otherwise).
@@ -35,7 +36,8 @@ smoke_train() {  # smoke_train TRAIN AXIS [launcher arguments...]
     echo "gpu_smoke: this run saved no checkpoint in $run (trainer.save_freq)" >&2
     return 1
   fi
-  if [[ -z "$(find "$run/metrics" -name '*.jsonl' -newermt "$started" -exec grep -l '"val-core/' {} + 2>/dev/null)" ]]; then
+  if [[ -z "$(find "$run/metrics" -name '*.jsonl' -newermt "$started" -exec grep -l '"val-core/' {} + 2>/dev/null)" ]]
+  then
     echo "gpu_smoke: this run logged no validation metrics (val-core/...) in $run/metrics" >&2
     return 1
   fi

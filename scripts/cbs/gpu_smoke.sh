@@ -6,7 +6,8 @@
 #   2. 3 steps of 16 prompts x 8 rollouts up to 512 tokens (DAPO: 48 generated), vLLM rollout, one validation and
 #      one checkpoint after the last step (python -m verl_ext.main), 3. the per-step table, the rollouts each step
 #      kept, and the keys to read (scripts/smoke.sh).
-#   scripts/cbs/gpu_smoke.sh [grpo|dapo|gspo [cbs_star|cbs|keep_all|cbs_random|cbs_no_ema|cbs_no_entropy]] [Hydra overrides...]
+#   scripts/cbs/gpu_smoke.sh [grpo|dapo|gspo [cbs_star|cbs|keep_all|cbs_random|cbs_no_ema|cbs_no_entropy]] \
+#     [Hydra overrides...]
 # Environment: scripts/smoke.sh (MODEL_PATH default Qwen/Qwen2.5-0.5B-Instruct, DATA_DIR default data/cbs_smoke,
 # OUT_DIR default outputs/cbs_smoke, GPUS_PER_NODE default 1, FORCE=1, DRY_RUN=1).
 set -euo pipefail

@@ -26,9 +26,11 @@ RUNS = {
     "cbs-dapo": ("qwen3-1.7b-base", ("dapo", "cbs"), ("data_prep",), "rollout_filter"),
     "coba": ("qwen3-1.7b-base", (), ("data_prep",), "allocator"),
     "ads": ("qwen3-4b-base", ("grpo", "ads"), ("data_prep", "data_prep.ads_clusters"), "selector"),
-    "progress": ("qwen2.5-0.5b_countdown", ("conservative",), ("data_prep", "data_prep.countdown_split"), "selector"),
+    "progress": ("qwen2.5-0.5b_countdown", ("conservative",), ("data_prep", "data_prep.countdown_split"),
+                 "selector"),
 }
-# Config keys a smoke run may set differently from its paper run: the model, sizes, GPUs, paths, names, and a\n# fresh start every time.
+# Config keys a smoke run may set differently from its paper run: the model, sizes, GPUs, paths, names, and a
+# fresh start every time.
 SIZES = {
     "actor_rollout_ref.model.path", "actor_rollout_ref.rollout.prometheus.served_model_name",
     "actor_rollout_ref.actor.ppo_mini_batch_size", "critic.ppo_mini_batch_size",
@@ -157,7 +159,8 @@ def test_environment_overrides_and_kept_data(tmp_path):
                              GPUS_PER_NODE="2", EXPERIMENT_NAME="mine"))
     ref, train = words[1], words[2]
     assert ref[ref.index("--weak-model") + 1] == ref[ref.index("--strong-model") + 1] == "/m/q05"
-    for expected in ("actor_rollout_ref.model.path=/m/q05", "trainer.n_gpus_per_node=2", "trainer.default_local_dir=/o/mine"):
+    for expected in ("actor_rollout_ref.model.path=/m/q05", "trainer.n_gpus_per_node=2",
+                     "trainer.default_local_dir=/o/mine"):
         assert expected in train
     assert train[-1] == "selector=random"
     (tmp_path / "arithmetic").mkdir()
