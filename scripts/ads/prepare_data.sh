@@ -9,7 +9,7 @@
 #      overlaps, report in DATA_DIR/overlap_openr1_math_11k.json; ALLOW_OVERLAP=1 goes on). It runs before the
 #      clustering: a prompt removed afterwards would leave every clustered file stale
 #   4. openr1_ads_SETTING/train for each SETTING in SETTINGS (default: every recipe in recipes/ads but
-#      cpu_embedded): the 11.5k rows with cluster_id, rank_in_cluster, cluster_size, difficulty from the
+#      cpu_embedded and gpu_smoke): the 11.5k rows with cluster_id, rank_in_cluster, cluster_size, difficulty from the
 #      setting's own base policy (python -m data_prep.ads_clusters: K = 64, PCA 128, seed 42, bf16 on the GPU;
 #      resumable, cached next to the output). The policy is the recipe's actor_rollout_ref.model.path, or a local
 #      copy given as <SETTING>_MODEL (upper case, - and . as _, e.g. QWEN3_4B_BASE_MODEL=/models/qwen3-4b-base);
@@ -35,7 +35,7 @@ for bench in "${benchmarks[@]}"; do prepare_dataset "$data_dir" "$bench" test; d
 check_overlap "$data_dir" openr1_math_11k/train "${benchmarks[@]/%//test}"
 
 if [[ -z "${SETTINGS:-}" ]]; then
-  SETTINGS="$(cd "$ROOT/recipes/ads" && ls *.yaml | sed 's/\.yaml$//' | grep -v -e '^_' -e '^cpu_embedded$' | tr '\n' ' ')"
+  SETTINGS="$(cd "$ROOT/recipes/ads" && ls *.yaml | sed 's/\.yaml$//' | grep -v -e '^_' -e '^cpu_embedded$' -e '^gpu_smoke$' | tr '\n' ' ')"
 fi
 for setting in $SETTINGS; do
   [[ -f "$ROOT/recipes/ads/$setting.yaml" ]] || { echo "no recipe recipes/ads/$setting.yaml" >&2; exit 2; }

@@ -302,5 +302,5 @@ def test_prepare_data_dry_run(tmp_path):
 
 def test_scripts_parse():
     scripts = sorted(SCRIPTS.glob("ads/*.sh")) + [SCRIPTS / "common.sh"]
-    assert len(scripts) == 8
+    assert len(scripts) == 9
     check_scripts(scripts)

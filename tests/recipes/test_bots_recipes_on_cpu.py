@@ -200,5 +200,5 @@ def test_prepare_data_stops_when_validation_prompts_are_training_prompts(tmp_pat
 
 def test_scripts_parse():
     scripts = sorted(SCRIPTS.glob("bots/*.sh")) + [SCRIPTS / "ray_cluster.sh"]
-    assert len(scripts) == 11
+    assert len(scripts) == 12
     check_scripts(scripts)

@@ -324,5 +324,5 @@ def test_merge_drops_a_prompt_already_seen(tmp_path):
 
 def test_scripts_parse():
     scripts = sorted(SCRIPTS.glob("cbs/*.sh")) + [SCRIPTS / "common.sh"]
-    assert len(scripts) == 8
+    assert len(scripts) == 9
     check_scripts(scripts)

@@ -190,5 +190,5 @@ def test_prepare_data_dry_run(tmp_path):
 
 def test_scripts_parse():
     scripts = sorted(SCRIPTS.glob("coba/*.sh")) + [SCRIPTS / "common.sh"]
-    assert len(scripts) == 9
+    assert len(scripts) == 10
     check_scripts(scripts)

@@ -288,5 +288,5 @@ def test_cpu_launcher_dry_run():
 
 def test_scripts_parse():
     scripts = sorted(SCRIPTS.glob("progress/*.sh")) + [SCRIPTS / "common.sh"]
-    assert len(scripts) == 9
+    assert len(scripts) == 10
     check_scripts(scripts)
