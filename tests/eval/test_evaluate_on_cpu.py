@@ -258,6 +258,8 @@ def fake_vllm(log):
     request ``seed + c`` (its child requests); ``c == 0`` stops at the length limit."""
 
     class Tokenizer:
+        eos_token_id = 0
+
         def apply_chat_template(self, messages, add_generation_prompt, tokenize, return_dict):
             return [int(messages[-1]["content"])]
 
@@ -277,18 +279,23 @@ def fake_vllm(log):
             log.append([(p["prompt_token_ids"][0], q.kwargs) for p, q in zip(prompts, params, strict=True)])
             return [types.SimpleNamespace(outputs=[
                 types.SimpleNamespace(text=f"{p['prompt_token_ids'][0]}:{q.kwargs['seed'] + c}",
-                                      finish_reason="length" if c == 0 else "stop")
+                                      finish_reason="length" if c == 0 else "stop",
+                                      token_ids=[5] * (c + 1) + ([] if c == 0 else [Tokenizer.eos_token_id]))
                 for c in range(q.kwargs["n"])]) for p, q in zip(prompts, params)]
 
     module = types.ModuleType("vllm")
     module.__spec__ = importlib.machinery.ModuleSpec("vllm", None)
     module.LLM, module.SamplingParams = LLM, SamplingParams
+    module.platforms = types.ModuleType("vllm.platforms")
+    module.platforms.current_platform = types.SimpleNamespace(is_cpu=lambda: False)
     return module
 
 
 def test_vllm_generates_any_subset_of_sample_numbers(monkeypatch):
     log = []
-    monkeypatch.setitem(sys.modules, "vllm", fake_vllm(log))
+    fake = fake_vllm(log)
+    monkeypatch.setitem(sys.modules, "vllm", fake)
+    monkeypatch.setitem(sys.modules, "vllm.platforms", fake.platforms)
     monkeypatch.setattr(generation, "VLLM_CHUNK_SAMPLES", 4)
     prompts = [[{"role": "user", "content": str(p)}] for p in (7, 8)]
     sampling = Sampling(temperature=0.6, top_p=0.95, top_k=20, max_new_tokens=64, seed=5)
@@ -302,6 +309,9 @@ def test_vllm_generates_any_subset_of_sample_numbers(monkeypatch):
            [[(7, 3, 5), (7, 1, 5 + REPEAT_STRIDE + 1)], [(8, 1, 8)]]
     assert all(q["top_k"] == 20 and q["top_p"] == 0.95 and q["max_tokens"] == 64 for call in log for _, q in call)
     assert {(i, s) for i, s, c in got if c.too_long} == {(0, 0), (0, REPEAT_STRIDE + 1), (1, 3)}
+    # tokens generated, EOS not counted (sample c of a request has c + 1)
+    assert {(i, s): c.num_tokens for i, s, c in got} == {(0, 0): 1, (0, 1): 2, (0, 2): 3, (0, REPEAT_STRIDE + 1): 1,
+                                                          (1, 3): 1}
 
 
 # ------------------------------------------------------------------------------------------------
