@@ -9,9 +9,10 @@ import json
 import platform
 from pathlib import Path
 
-from verl_ext.bench import bots, cbs, coba, generation, progress, share
+from verl_ext.bench import attention, bots, cbs, coba, generation, progress, share
 
-BENCHMARKS = {"bots": (bots.run, bots.report), "cbs": (cbs.run, cbs.report), "coba": (coba.run, coba.report),
+BENCHMARKS = {"attention": (attention.run, attention.report),  # on a CPU only its tiny model (a run check)
+              "bots": (bots.run, bots.report), "cbs": (cbs.run, cbs.report), "coba": (coba.run, coba.report),
               "progress": (progress.run, progress.report), "generation": (generation.run, generation.report)}
 
 

@@ -1,0 +1,200 @@
+"""Attention backends a GPU user can choose for the actor's packed micro-batches, and the batches they take.
+
+verl trains on packed rows when ``actor_rollout_ref.model.use_remove_padding=true``: one row, no attention mask,
+``position_ids`` restarting at 0 per sequence (``verl/workers/engine/fsdp/transformer_impl.py:1256-1260``);
+transformers finds the sequence boundaries from those ``position_ids`` (``transformers/masking_utils.py:883-888``,
+5.10) and builds each implementation's mask from them (``:992-994``). With ``use_remove_padding=false`` verl pads
+each micro-batch to its longest sequence and passes an attention mask (``transformer_impl.py:1275-1309``).
+
+Backends (:data:`BACKENDS`), each a pair of verl overrides (:meth:`AttentionBackend.overrides`):
+
+* ``sdpa`` - packed; transformers materialises a dense ``T x T`` boolean mask per micro-batch (1 GiB at 32k
+  tokens) and torch cannot use its flash kernel with an arbitrary mask: attention over the whole micro-batch;
+* ``sdpa_padded`` - unpacked (``use_remove_padding=false``): attention per sequence, at the cost of the padding,
+  and a ``B x 1 x L x L`` mask as soon as one row is padded (torch's causal flash kernel only when no row is:
+  ``masking_utils.py:292-301``);
+* ``flex_attention`` - packed; torch's compiled flex kernel with a block-sparse document mask (128 x 128 blocks,
+  ``masking_utils.py:728-735``), no extra package; compiles at its first call (and once more when the packed
+  length first changes); needs attention dropout 0 (``transformers/integrations/flex_attention.py:273``);
+  torch has no backward for it on CPU (``torch/nn/attention/flex_attention.py``, ``_validate_device``);
+* ``flash_attention_2`` / ``flash_attention_3`` - packed, varlen kernels; only when ``flash_attn`` /
+  ``flash_attn_interface`` imports (flash-attn is source-only on PyPI);
+* ``kernels-community/flash-attn2`` / ``kernels-community/vllm-flash-attn3`` - packed; the ``kernels`` package
+  downloads the kernel from the Hugging Face hub when the model loads, so only where the machine reaches the hub.
+
+What every backend needs in verl: Ulysses sequence parallelism at 1 unless the backend is flash attention
+(verl's Ulysses patch replaces only the flash-attention function, ``verl/models/transformers/monkey_patch.py:551``:
+with sdpa or flex, sp > 1 would be silently wrong), see :func:`config_problems`. Code of ours that calls a model
+on packed rows passes ``use_cache=False``: with a cache, transformers skips the boundary detection and the
+sequences attend to each other (:func:`model_inputs`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class AttentionBackend:
+    name: str
+    attn_implementation: str  # transformers' attn_implementation, verl's override_config.attn_implementation
+    packed: bool  # verl's use_remove_padding
+    requires: tuple[str, str] | None = None  # (distribution, module) beyond torch + transformers
+    from_hub: bool = False  # the kernel is downloaded from the Hugging Face hub when the model loads
+    cpu_backward: bool = True  # torch's flex kernel has none on CPU
+
+    def overrides(self) -> list[str]:
+        """verl overrides that select this backend for the actor (the reference model copies the actor's model
+        config, ``verl/workers/engine_workers.py:555``)."""
+        return [f"actor_rollout_ref.model.override_config.attn_implementation={self.attn_implementation}",
+                f"actor_rollout_ref.model.use_remove_padding={str(self.packed).lower()}"]
+
+    def unavailable(self) -> str | None:
+        """Why this backend cannot run in this environment, or None (a hub kernel may still fail to download)."""
+        if self.requires is None:
+            return None
+        distribution, module = self.requires
+        if importlib.util.find_spec(module) is None:
+            return f"needs the {distribution} package (module {module} not found)"
+        try:
+            importlib.import_module(module)
+        except Exception as e:  # a CUDA extension built for another torch fails here, not in find_spec
+            return f"needs the {distribution} package ({module} does not import: {e})"
+        return None
+
+
+BACKENDS: dict[str, AttentionBackend] = {b.name: b for b in (
+    AttentionBackend("sdpa", "sdpa", True),
+    AttentionBackend("sdpa_padded", "sdpa", False),
+    AttentionBackend("flex_attention", "flex_attention", True, cpu_backward=False),
+    AttentionBackend("flash_attention_2", "flash_attention_2", True, requires=("flash-attn", "flash_attn")),
+    AttentionBackend("flash_attention_3", "flash_attention_3", True,
+                     requires=("flash-attn-3", "flash_attn_interface")),
+    AttentionBackend("kernels-community/flash-attn2", "kernels-community/flash-attn2", True,
+                     requires=("kernels", "kernels"), from_hub=True),
+    AttentionBackend("kernels-community/vllm-flash-attn3", "kernels-community/vllm-flash-attn3", True,
+                     requires=("kernels", "kernels"), from_hub=True),
+)}
+# what verl's Ulysses patch covers; hub flash kernels run through the same transformers function it replaces
+# (transformers/integrations/hub_kernels.py:352-355; read, not run)
+FLASH_ATTENTION = {"flash_attention_2", "flash_attention_3"}
+
+
+def get_backend(name: str) -> AttentionBackend:
+    if name not in BACKENDS:
+        raise ValueError(f"unknown attention backend {name!r} (known: {', '.join(BACKENDS)})")
+    return BACKENDS[name]
+
+
+def backend_of(attn_implementation: str, use_remove_padding: bool) -> AttentionBackend:
+    """The backend a verl config selects (inverse of :meth:`AttentionBackend.overrides`)."""
+    for backend in BACKENDS.values():
+        if backend.attn_implementation == attn_implementation and backend.packed == bool(use_remove_padding):
+            return backend
+    if attn_implementation in {b.attn_implementation for b in BACKENDS.values()}:  # flash/flex unpacked: valid
+        return AttentionBackend(f"{attn_implementation}_padded", attn_implementation, False)
+    raise ValueError(f"unknown attn_implementation {attn_implementation!r} "
+                     f"(known: {sorted({b.attn_implementation for b in BACKENDS.values()})})")
+
+
+def config_problems(backend: AttentionBackend, *, ulysses_sequence_parallel_size: int = 1,
+                    attention_dropout: float = 0.0) -> list[str]:
+    """What in a config would make this backend wrong or fail (empty: nothing)."""
+    problems = []
+    is_flash = backend.attn_implementation in FLASH_ATTENTION or backend.from_hub
+    if int(ulysses_sequence_parallel_size) > 1 and not is_flash:
+        problems.append(f"ulysses_sequence_parallel_size={ulysses_sequence_parallel_size} with attention "
+                        f"{backend.attn_implementation}: verl's Ulysses patch replaces only flash attention "
+                        "(verl/models/transformers/monkey_patch.py:551), so each rank would attend within its own "
+                        "slice of the sequence; keep it at 1")
+    if backend.attn_implementation == "flex_attention" and float(attention_dropout) > 0:
+        problems.append(f"attention_dropout={attention_dropout} with flex_attention, which has no dropout "
+                        "(transformers/integrations/flex_attention.py:273); set it to 0")
+    return problems
+
+
+# ------------------------------------------------------------------ the batches each layout takes
+def model_inputs(seqs: Sequence[torch.Tensor], packed: bool, pad_id: int = 0,
+                 restart_positions: bool = True) -> dict[str, torch.Tensor | bool]:
+    """Keyword arguments of a model call on ``seqs`` as verl builds them: packed, one row with ``position_ids``
+    restarting at 0 per sequence and no attention mask; or padded on the right to the longest sequence, with an
+    attention mask. Both with ``use_cache=False`` (with a cache, packed sequences would see each other).
+    ``restart_positions=False`` (packed only) numbers the row 0..T-1: a control in which the sequences see each
+    other."""
+    if not seqs or any(s.ndim != 1 or len(s) == 0 for s in seqs):
+        raise ValueError("model_inputs: a non-empty list of non-empty 1-D token tensors")
+    device = seqs[0].device
+    if packed:
+        ids = torch.cat(list(seqs))[None]
+        positions = (torch.cat([torch.arange(len(s), device=device) for s in seqs]) if restart_positions
+                     else torch.arange(ids.shape[1], device=device))
+        return {"input_ids": ids, "position_ids": positions[None], "use_cache": False}
+    if not restart_positions:
+        raise ValueError("model_inputs: restart_positions=False is a packed-layout control")
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long, device=device)
+    mask = torch.zeros_like(ids)
+    for i, s in enumerate(seqs):
+        ids[i, : len(s)], mask[i, : len(s)] = s, 1
+    positions = torch.arange(width, device=device).expand(len(seqs), -1) * mask
+    return {"input_ids": ids, "attention_mask": mask, "position_ids": positions, "use_cache": False}
+
+
+def predicting_rows(output: torch.Tensor, lengths: Sequence[int], packed: bool) -> torch.Tensor:
+    """The rows of a model output (hidden states or logits) at the tokens that predict a next token of their own
+    sequence (all but each sequence's last), in sequence order: ``(sum(lengths) - len(lengths), ...)``."""
+    if packed:
+        starts = torch.tensor([0, *lengths[:-1]]).cumsum(0).tolist()
+        return torch.cat([output[0, start: start + n - 1] for start, n in zip(starts, lengths)])
+    return torch.cat([output[i, : n - 1] for i, n in enumerate(lengths)])
+
+
+def next_tokens(seqs: Sequence[torch.Tensor]) -> torch.Tensor:
+    """The tokens :func:`predicting_rows` predict."""
+    return torch.cat([s[1:] for s in seqs])
+
+
+def token_log_probs(model: torch.nn.Module, seqs: Sequence[torch.Tensor], packed: bool,
+                    restart_positions: bool = True) -> torch.Tensor:
+    """Per-token log-probabilities of ``seqs`` under ``model`` (with its graph), in either layout."""
+    logits = model(**model_inputs(seqs, packed, restart_positions=restart_positions)).logits
+    rows = predicting_rows(logits, [len(s) for s in seqs], packed).float()
+    return rows.log_softmax(-1).gather(-1, next_tokens(seqs)[:, None])[:, 0]
+
+
+# ------------------------------------------------------------------ flex attention's reference path (CPU)
+@contextlib.contextmanager
+def flex_reference() -> Iterator[None]:
+    """Within this context, transformers' ``flex_attention`` runs torch's eager reference of the flex-attention
+    operator (dense scores, the same ``score_mod`` and block mask, torch's autograd formula for the backward)
+    instead of the compiled kernel, which has no backward on CPU, and builds the block mask from transformers'
+    ``mask_mod`` without compiling it. It checks transformers' document mask and the operator's semantics on CPU;
+    it says nothing about the compiled kernels (CUDA: ``verl_ext.check_gpu``)."""
+    from torch._higher_order_ops.flex_attention import flex_attention as flex_attention_op
+    from torch.nn.attention.flex_attention import _apply_kernel_options, create_block_mask
+    from transformers import masking_utils
+    from transformers.integrations import flex_attention as hf_flex
+
+    def reference(query, key, value, score_mod=None, block_mask=None, enable_gqa=False, scale=None,
+                  kernel_options=None, training=False, **lse_request):
+        if any(lse_request.values()):
+            raise NotImplementedError("flex_reference: the log-sum-exp is not requested on CPU")
+        options = _apply_kernel_options(query, key, value, False, kernel_options)
+        scale = query.shape[-1] ** -0.5 if scale is None else scale
+        return flex_attention_op(query, key, value, score_mod, block_mask.as_tuple(), scale, options)[0]
+
+    def eager_block_mask(*args, **kwargs):  # the same mask_mod, evaluated without compiling it (seconds on CPU)
+        return create_block_mask(*args, **(kwargs | {"_compile": False}))
+
+    compiled = hf_flex.compile_friendly_flex_attention, masking_utils.create_block_mask
+    hf_flex.compile_friendly_flex_attention, masking_utils.create_block_mask = reference, eager_block_mask
+    try:
+        yield
+    finally:
+        hf_flex.compile_friendly_flex_attention, masking_utils.create_block_mask = compiled

@@ -1,0 +1,360 @@
+"""Attention backends on the actor's packed micro-batches: forward + backward of a Qwen2.5-1.5B-shaped model.
+
+``python -m verl_ext.bench attention`` (or ``python -m verl_ext.bench.attention`` for the options). One training
+step's model work as verl's FSDP actor does it: gradient checkpointing on (as every recipe), the decoder on one
+micro-batch of ``T`` tokens in the backend's layout (:mod:`verl_ext.attention`), then the next-token log-probs
+of the real tokens through the LM head (in chunks of 4096 rows, checkpointed, as the same work for every
+backend) and the backward. Random weights, no download: the model's shape is Qwen2.5-1.5B's (or
+``--model``'s ``config.json``). On CUDA in bf16 at T = 8k / 16k / 32k; on CPU (fp32) only the tiny model
+(``--size tiny``), a check that every backend's path runs, not a speed measurement.
+
+Micro-batches [decision]: sequences of a prompt of 64-512 tokens and a response log-uniform in 256-8192 tokens
+(ADS's 8k responses, ``recipes/ads/_common.yaml``) drawn until ``T`` tokens are filled, the last one cut to fit;
+the padded layout pads them to the longest (verl's ``use_remove_padding=false``). Per backend and size: the
+first call (compilation included), then the median of ``--repeats`` calls, the peak GPU memory, tokens/s and the
+speed relative to ``sdpa`` packed (the recipes' current default).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import json
+import math
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import torch
+
+from verl_ext.attention import BACKENDS, AttentionBackend, model_inputs, next_tokens, predicting_rows
+
+SHAPES = {  # Qwen/Qwen2.5-1.5B's config.json [decision: the recipes' smallest policy family]; tiny: CPU checks
+    "1.5b": dict(vocab_size=151936, hidden_size=1536, intermediate_size=8960, num_hidden_layers=28,
+                 num_attention_heads=12, num_key_value_heads=2, max_position_embeddings=32768, rope_theta=1e6,
+                 rms_norm_eps=1e-6, tie_word_embeddings=True),
+    "tiny": dict(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2, max_position_embeddings=2048, tie_word_embeddings=True),
+}
+TOKENS = {"1.5b": (8192, 16384, 32768), "tiny": (256, 512)}
+LENGTHS = {"1.5b": ((64, 512), (256, 8192)), "tiny": ((4, 32), (8, 256))}  # (prompt range, response range)
+HEAD_CHUNK = 4096
+REFERENCE = "sdpa"
+
+
+def model_config(size: str = "1.5b", num_layers: int | None = None, model_path: str | None = None):
+    """A Qwen2 config of the named shape (or a checkpoint's own config), optionally cut to ``num_layers``."""
+    from transformers import AutoConfig, Qwen2Config
+
+    if model_path is not None:
+        config = AutoConfig.from_pretrained(model_path)
+    elif size in SHAPES:
+        config = Qwen2Config(**SHAPES[size])
+    else:
+        raise ValueError(f"unknown model size {size!r} (known: {sorted(SHAPES)})")
+    if num_layers is not None:
+        config.num_hidden_layers = num_layers
+    config.use_cache = False
+    return config
+
+
+def random_model(config, attention: str, device: str, dtype: torch.dtype, seed: int = 0):
+    """A model of ``config`` with seeded random weights, built on ``device`` (no download)."""
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(seed)
+    with torch.device(device):
+        model = AutoModelForCausalLM.from_config(config, attn_implementation=attention, dtype=dtype)
+    return model
+
+
+@contextlib.contextmanager
+def one_cpu_thread(device: str) -> Iterator[None]:
+    """Torch on one thread for CPU runs: the tiny model gains nothing from two, and two threads on a loaded
+    machine wait for each other (one tiny step measured 25 ms idle, 400-900 ms under load)."""
+    threads = torch.get_num_threads()
+    if device == "cpu":
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def micro_batch_lengths(tokens: int, size: str, seed: int = 0) -> list[int]:
+    """Sequence lengths filling one micro-batch of exactly ``tokens`` tokens (the last sequence cut to fit)."""
+    (p_lo, p_hi), (r_lo, r_hi) = LENGTHS[size]
+    gen = torch.Generator().manual_seed(seed + tokens)
+    lengths: list[int] = []
+    while sum(lengths) < tokens:
+        prompt = int(torch.randint(p_lo, p_hi + 1, (), generator=gen))
+        response = int(math.exp(math.log(r_lo) + torch.rand((), generator=gen).item() * math.log(r_hi / r_lo)))
+        lengths.append(min(prompt + response, tokens - sum(lengths)))
+    if lengths[-1] < 2 and len(lengths) > 1:  # a one-token sequence predicts nothing: give it to its neighbour
+        lengths[-2] += lengths.pop()
+    return lengths
+
+
+def _chunked_nll(head: torch.nn.Module, rows: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean next-token negative log-likelihood through the LM head, ``HEAD_CHUNK`` rows at a time, each chunk
+    recomputed in the backward (the full ``T x vocab`` logits would take 10 GB at 32k tokens in bf16)."""
+    from torch.utils.checkpoint import checkpoint
+
+    def chunk_nll(h: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.cross_entropy(head(h).float(), y, reduction="sum")
+
+    total = sum(checkpoint(chunk_nll, h, y, use_reentrant=False)
+                for h, y in zip(rows.split(HEAD_CHUNK), labels.split(HEAD_CHUNK)))
+    return total / len(labels)
+
+
+def training_step(model, seqs: list[torch.Tensor], backend: AttentionBackend) -> Callable[[], float]:
+    """One forward + backward of ``model`` on ``seqs`` in the backend's layout; returns a callable giving the loss."""
+    inputs = model_inputs(seqs, backend.packed)
+    labels = next_tokens(seqs)
+    lengths = [len(s) for s in seqs]
+
+    def step() -> float:
+        hidden = model.model(**inputs).last_hidden_state
+        loss = _chunked_nll(model.lm_head, predicting_rows(hidden, lengths, backend.packed), labels)
+        loss.backward()
+        model.zero_grad(set_to_none=True)
+        return float(loss.detach())
+
+    return step
+
+
+def _sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def measure(step: Callable[[], float], device: str, repeats: int) -> dict[str, float]:
+    """First call (compilation included), one more untimed (first-time costs remain: on CPU with 2 threads the
+    second call of a process took 0.58 s, the third 0.03 s), then the median of ``repeats`` calls and the peak GPU
+    memory of those."""
+    _sync(device)
+    start = time.perf_counter()
+    loss = step()
+    _sync(device)
+    first = time.perf_counter() - start
+    if not math.isfinite(loss):
+        raise RuntimeError(f"loss {loss}")
+    step()
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    times = []
+    for _ in range(repeats):
+        _sync(device)
+        start = time.perf_counter()
+        step()
+        _sync(device)
+        times.append(time.perf_counter() - start)
+    ms = 1000 * statistics.median(times)
+    peak = torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else None
+    return {"first_call_s": first, "ms": ms, "peak_gib": peak}
+
+
+def _short(error: BaseException) -> str:
+    return f"{type(error).__name__}: {str(error).strip().splitlines()[0][:160] if str(error).strip() else ''}"
+
+
+def _skip_reason(backend: AttentionBackend, device: str) -> str | None:
+    if device == "cpu" and not backend.cpu_backward:
+        return "skipped: torch has no backward for it on CPU"
+    if device == "cpu" and backend.requires is not None:
+        return "skipped: CUDA kernel"
+    return backend.unavailable()
+
+
+def _bench_backend(backend: AttentionBackend, config, device: str, size: str, tokens: tuple[int, ...],
+                   repeats: int, deadline: float) -> Iterator[dict]:
+    """The backend's row at each micro-batch size, on one model (freed at the end)."""
+    reason = _skip_reason(backend, device)
+    model = None
+    for t in tokens:
+        lengths = micro_batch_lengths(t, size)
+        row = {"backend": backend.name, "tokens": t, "sequences": len(lengths),
+               "layout_tokens": t if backend.packed else len(lengths) * max(lengths)}
+        if reason is None and time.monotonic() > deadline:
+            reason = "skipped: time budget spent"
+        if reason is not None:
+            yield row | {"status": reason}
+            continue
+        try:
+            if model is None:
+                model = random_model(config, backend.attn_implementation, device,
+                                     torch.bfloat16 if device == "cuda" else torch.float32)
+                model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+                model.train()
+            gen = torch.Generator().manual_seed(t)
+            seqs = [torch.randint(0, config.vocab_size, (n,), generator=gen).to(device) for n in lengths]
+            row |= measure(training_step(model, seqs, backend), device, repeats)
+            row |= {"tokens_per_s": t / (row["ms"] / 1000), "status": "ok"}
+        except torch.cuda.OutOfMemoryError as e:
+            row["status"] = f"out of memory ({_short(e)[:80]})"
+            gc.collect()
+            torch.cuda.empty_cache()
+        except Exception as e:  # one backend's failure must not lose the others' rows
+            row["status"] = f"failed: {_short(e)}"
+            if model is None:  # the model does not build with this backend: no other size will
+                reason = row["status"]
+        yield row
+    del model
+    gc.collect()
+    if device == "cuda":
+        torch.cuda.empty_cache()
+
+
+def run_bench(size: str = "1.5b", device: str = "cuda", tokens: tuple[int, ...] | None = None,
+              backends: list[str] | None = None, repeats: int = 3, budget_s: float | None = None,
+              model_path: str | None = None, json_path: str | Path | None = None) -> list[dict]:
+    """One row per (backend, micro-batch size); rows are written to ``json_path`` as they come (a run cut short
+    keeps what it measured). A backend that fails or runs out of memory gets its error in its row."""
+    from tqdm import tqdm
+
+    if device == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("no CUDA device visible to torch; use --device cpu --size tiny")
+    deadline = time.monotonic() + budget_s if budget_s is not None else math.inf
+    config = model_config(size, model_path=model_path)
+    tokens = tuple(tokens or TOKENS[size])
+    names = backends or list(BACKENDS)
+    rows: list[dict] = []
+    env = environment(device)
+    progress = tqdm(total=len(names) * len(tokens), desc="attention bench", file=sys.stderr)
+    with one_cpu_thread(device):
+        for name in names:
+            for row in _bench_backend(BACKENDS[name], config, device, size, tokens, repeats, deadline):
+                rows.append(row)
+                progress.update()
+                if json_path is not None:
+                    Path(json_path).write_text(json.dumps({"environment": env, "size": size, "rows": rows},
+                                                          indent=2))
+    progress.close()
+    return rows
+
+
+def environment(device: str) -> dict[str, str]:
+    import transformers
+
+    env = {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
+           "device": platform.processor() or platform.machine()}
+    if device == "cuda" and torch.cuda.is_available():
+        env["device"] = torch.cuda.get_device_name(0)
+        env["cuda"] = str(torch.version.cuda)
+        try:
+            smi = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                 capture_output=True, text=True, timeout=30)
+            env["driver"] = smi.stdout.strip().splitlines()[0] if smi.returncode == 0 else "unknown"
+        except (OSError, subprocess.SubprocessError, IndexError):
+            env["driver"] = "unknown"
+    return env
+
+
+def _speedups(rows: list[dict]) -> dict[tuple[str, int], float]:
+    reference = {r["tokens"]: r["ms"] for r in rows if r["backend"] == REFERENCE and r.get("status") == "ok"}
+    return {(r["backend"], r["tokens"]): reference[r["tokens"]] / r["ms"]
+            for r in rows if r.get("status") == "ok" and r["tokens"] in reference}
+
+
+def _num(value, fmt: str) -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def report(rows: list[dict]) -> str:
+    speed = _speedups(rows)
+    lines = [f"attention: forward + backward per micro-batch; 'x {REFERENCE}': speed relative to {REFERENCE} packed "
+             "(> 1 is faster)",
+             "| backend | tokens | seqs | layout tokens | first call s | ms | tokens/s | x sdpa | peak GiB | status |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for r in rows:
+        lines.append(f"| {r['backend']} | {r['tokens']} | {r['sequences']} | {r['layout_tokens']} | "
+                     f"{_num(r.get('first_call_s'), '.1f')} | {_num(r.get('ms'), '.0f')} | "
+                     f"{_num(r.get('tokens_per_s'), '.0f')} | {_num(speed.get((r['backend'], r['tokens'])), '.2f')} | "
+                     f"{_num(r.get('peak_gib'), '.1f')} | {r['status']} |")
+    return "\n".join(lines)
+
+
+def summary(bench: dict | None, checks: dict | None) -> str:
+    """One Markdown table, a row per backend: its update check (``verl_ext.check_gpu --json``) and its speed at
+    each micro-batch size (``--json`` of this bench); either may be missing (a step cut short)."""
+    rows = (bench or {}).get("rows", [])
+    speed = _speedups(rows)
+    tokens = sorted({r["tokens"] for r in rows})
+    by_backend: dict[str, dict] = {}
+    for r in rows:
+        by_backend.setdefault(r["backend"], {})[r["tokens"]] = r
+    check_rows = {c["backend"]: c for c in (checks or {}).get("rows", [])}
+    head = ["backend", "update check", "log-prob gap", "grad gap"]
+    for t in tokens:
+        size = f"{t // 1024}k" if t % 1024 == 0 else str(t)
+        head += [f"{size} ms", f"{size} x sdpa", f"{size} GiB"]
+    env = ", ".join(f"{k} {v}" for k, v in (bench or {}).get("environment", {}).items())
+    lines = [f"{env or 'no bench results'}; bench model {(bench or {}).get('size', '-')}; update check: gaps to "
+             "eager attention on the padded batch (gradients: relative L2); 'x sdpa': speed relative to sdpa packed",
+             "| " + " | ".join(head) + " |", "|---|---|" + "---:|" * (len(head) - 2)]
+    for name in dict.fromkeys([*by_backend, *check_rows]):
+        c = check_rows.get(name, {})
+        cells = [name, c.get("status", "not run"), _num(c.get("logp_gap"), ".1e"), _num(c.get("grad_gap"), ".1e")]
+        for t in tokens:
+            r = by_backend.get(name, {}).get(t, {})
+            if r.get("status") == "ok":
+                cells += [f"{r['ms']:.0f}", _num(speed.get((name, t)), ".2f"), _num(r.get("peak_gib"), ".1f")]
+            else:  # a skip's reason is in the update-check column; a failure's is kept
+                status = r.get("status", "not run")
+                cells += [status if status.startswith("failed") else status.split(":")[0], "-", "-"]
+        lines.append("| " + " | ".join(cell.replace("|", "/") for cell in cells) + " |")
+    return "\n".join(lines)
+
+
+def write_summary(out: Path) -> str:
+    """``out/results.md`` and ``out/results.json`` from ``out/bench.json`` and ``out/update.json``."""
+    def load(name: str) -> dict | None:
+        path = out / name
+        return json.loads(path.read_text()) if path.exists() else None
+
+    bench, checks = load("bench.json"), load("update.json")
+    table = summary(bench, checks)
+    (out / "results.md").write_text(table + "\n")
+    (out / "results.json").write_text(json.dumps({"bench": bench, "update_check": checks}, indent=2))
+    return table
+
+
+def run() -> list[dict]:
+    """``make bench``'s entry: the 1.5B shape at 8k / 16k / 32k on a GPU; on a CPU only the tiny model."""
+    if torch.cuda.is_available():
+        return run_bench("1.5b", "cuda")
+    print("attention: no GPU, so the tiny model on CPU only (the 1.5B-shaped 8k/16k/32k bench needs CUDA)",
+          flush=True)
+    return run_bench("tiny", "cpu", repeats=1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m verl_ext.bench.attention", description=__doc__.split("\n")[0])
+    parser.add_argument("--size", default="1.5b", choices=sorted(SHAPES), help="model shape (default 1.5b)")
+    parser.add_argument("--model", default=None, help="take the shape from this checkpoint's config.json")
+    parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    parser.add_argument("--tokens", type=int, nargs="+", help="micro-batch sizes (default: the size's)")
+    parser.add_argument("--backends", nargs="+", choices=list(BACKENDS), help="default: all")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--budget-s", type=float, default=None, help="start no measurement after this many seconds")
+    parser.add_argument("--json", default=None, help="write the rows here (as they come)")
+    parser.add_argument("--summary", metavar="DIR", help="run nothing: write DIR/results.md (one table) and "
+                        "DIR/results.json from DIR/bench.json and DIR/update.json (verl_ext.check_gpu --json)")
+    args = parser.parse_args(argv)
+    if args.summary:
+        print(write_summary(Path(args.summary)))
+        return 0
+    rows = run_bench(args.size, args.device, args.tokens, args.backends, args.repeats, args.budget_s, args.model,
+                     args.json)
+    print(report(rows))
+    return 0 if any(r["status"] == "ok" for r in rows) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
