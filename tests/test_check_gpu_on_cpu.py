@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import importlib.metadata as md
+import json
+import os
+import re
 import subprocess
 import sys
 
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
 from verl_ext import check_gpu
+from verl_ext.attention import BACKENDS
 from verl_ext.cpu import project_root
 
 
@@ -38,6 +43,7 @@ def test_cpu_flag_runs_the_update_check(tiny_model):
     proc = _run("--cpu", "--model", tiny_model)
     assert proc.returncode == 0, proc.stderr
     assert "[ok] attention: sdpa" in proc.stdout and "[ok] actor update: loss" in proc.stdout
+    assert "[ok] vllm" not in proc.stdout and "update flex_attention" not in proc.stdout  # the recipes' one only
 
 
 def test_missing_attention_package_fails_by_name(tiny_model):
@@ -80,20 +86,30 @@ def test_unknown_attention_is_an_error():
         check_gpu.attention_is_provided("flash_attention_9", set())
 
 
-def test_tiny_update_on_cpu(tiny_model):
-    result = check_gpu.tiny_update(tiny_model, "sdpa", device="cpu")
-    assert 0 < result["loss"] < 100 and result["change"] > 0 and result["packed_gap"] < 1e-5
-    assert "packed vs padded" in check_gpu.check_update(result, 1e-4)
+def test_update_check_on_a_checkpoint(tiny_model):
+    build = lambda: AutoModelForCausalLM.from_pretrained(tiny_model)  # noqa: E731
+    result = check_gpu.update_check(build, BACKENDS["sdpa"], device="cpu")
+    assert 0 < result["loss"] < 100 and result["change"] > 0
+    assert result["logp_gap"] < 1e-5 and result["grad_gap"] < 1e-5  # fp32: the same numbers as eager padded
+    assert result["leak_logp_gap"] > 1e-2 and result["leak_grad_gap"] > 1e-2  # the control sees the difference
+    assert "gap to eager padded" in check_gpu.check_update(result, "cpu")
 
 
-@pytest.mark.parametrize("result, message", [
-    ({"loss": float("nan"), "change": 1e-4, "packed_gap": 0.0}, "loss nan"),
-    ({"loss": 1.0, "change": 0.0, "packed_gap": 0.0}, "largest parameter change 0.0"),
-    ({"loss": 1.0, "change": 1e-4, "packed_gap": 2.0}, "do(es)? not separate packed sequences"),
+GOOD = {"loss": 1.0, "change": 1e-4, "logp_gap": 0.01, "grad_gap": 0.01, "leak_logp_gap": 3.0,
+        "leak_grad_gap": 1.0, "seconds": 1.0}
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"loss": float("nan")}, "loss nan"),
+    ({"change": 0.0}, "largest parameter change 0.0"),
+    ({"logp_gap": 0.3}, "log-probs differ .* by 0.3 .*tolerance 0.25"),
+    ({"grad_gap": 0.2}, "gradients differ .* by 0.2 .*tolerance 0.1"),
+    ({"leak_logp_gap": 0.05}, "log-probs .* sequences that see each other: 0.05"),  # within tolerance, not apart
 ])
-def test_failed_update_is_reported(result, message):
+def test_failed_update_is_reported(bad, message):
+    assert "loss 1.000" in check_gpu.check_update(GOOD, "cuda")
     with pytest.raises(check_gpu.CheckFailed, match=message):
-        check_gpu.check_update(result, 0.1)
+        check_gpu.check_update(GOOD | bad, "cuda")
 
 
 @pytest.mark.parametrize("driver, message", [
@@ -104,4 +120,86 @@ def test_driver_is_checked_before_the_devices(monkeypatch, driver, message):
     monkeypatch.setattr(torch.version, "cuda", "13.0")  # as the GPU install's torch 2.11.0
     monkeypatch.setattr(check_gpu, "driver_version", lambda: driver)
     with pytest.raises(check_gpu.CheckFailed, match=message):
-        check_gpu.run_checks(None, "sdpa")
+        check_gpu.run_checks(None, ["sdpa"])
+
+
+# ------------------------------------------------------------------ a bare GPU machine, simulated on the CPU
+BARE_MACHINE = ("torch", "transformers", "numpy", "safetensors", "tqdm")  # what scripts/gpu_first_hour.sh may use
+SITECUSTOMIZE = """
+import importlib.abc, importlib.util, json, os, sys
+ALLOWED = set(os.environ["BARE_ALLOWED"].split(",")) | set(sys.stdlib_module_names) | set(sys.modules)
+BLOCKED = []
+
+def allowed(name):  # _sysconfigdata_*: the standard library's, named after the platform
+    return name.partition(".")[0] in ALLOWED or name.startswith("_sysconfigdata_")
+
+class Bare(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if not allowed(name):
+            BLOCKED.append(name)
+            raise ModuleNotFoundError(f"No module named {name!r} (not on a bare GPU machine)", name=name)
+
+_find_spec = importlib.util.find_spec
+importlib.util.find_spec = lambda name, package=None: _find_spec(name, package) if allowed(name) else None
+sys.meta_path.insert(0, Bare())
+
+@__import__("atexit").register
+def _record():
+    with open(os.environ["BARE_RECORD"], "a") as f:
+        f.write(json.dumps({"argv": sys.argv, "blocked": sorted(set(BLOCKED)),
+                            "modules": sorted({m.partition(".")[0] for m in sys.modules})}) + "\\n")
+"""
+
+
+def _closure(names) -> set[str]:
+    """These distributions and everything they require (no extras), as installed here."""
+    norm = lambda n: re.sub(r"[-_.]+", "-", n).lower()  # noqa: E731
+    seen, pending = set(), [norm(n) for n in names]
+    while pending:
+        name = pending.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for req in md.requires(name) or []:
+            dep, marker = re.match(r"([A-Za-z0-9_.-]+)[^;]*(?:;(.*))?", req).groups()
+            if marker is None or ("extra" not in marker and _marker_holds(marker)):
+                pending.append(norm(dep))
+    return seen
+
+
+def _marker_holds(marker: str) -> bool:
+    from packaging.markers import Marker
+
+    return Marker(marker).evaluate()
+
+
+def test_first_hour_script_dry_run_on_a_bare_machine(tmp_path):
+    """scripts/gpu_first_hour.sh on the CPU (tiny model) with only torch, transformers, numpy, safetensors, tqdm,
+    their requirements and the standard library importable: every step runs, one table comes out, and verl,
+    vLLM, Ray and Hydra are never imported (check_gpu --no-vllm --cpu among its steps)."""
+    dists = _closure(BARE_MACHINE)
+    modules = {m for m, ds in md.packages_distributions().items()
+               if any(re.sub(r"[-_.]+", "-", d).lower() in dists for d in ds)}
+    assert {"torch", "transformers", "huggingface_hub", "yaml"} <= modules and not {"verl", "vllm", "ray"} & modules
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    env = dict(os.environ, DEVICE="cpu", SIZE="tiny", OUT=str(tmp_path / "out"), PYTHON=sys.executable,
+               PYTHONPATH=str(tmp_path / "site"), BARE_ALLOWED=",".join(sorted(modules | {"verl_ext"})),
+               BARE_RECORD=str(tmp_path / "record.jsonl"))
+    proc = subprocess.run(["bash", "scripts/gpu_first_hour.sh"], capture_output=True, text=True, timeout=600,
+                          cwd=project_root(), env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    records = [json.loads(line) for line in (tmp_path / "record.jsonl").read_text().splitlines()]
+    assert len(records) == 4, [r["argv"] for r in records]  # versions, update check, bench, table
+    for r in records:
+        assert not {"verl", "vllm", "ray", "hydra", "omegaconf"} & set(r["modules"]), r["argv"]
+        assert not {"verl", "vllm", "ray", "hydra"} & {b.partition(".")[0] for b in r["blocked"]}, r
+    table = (tmp_path / "out" / "results.md").read_text().splitlines()
+    rows = {line.split(" | ")[0].strip("| "): line for line in table if line.startswith("| ")}
+    assert set(rows) == {"backend", *BACKENDS}
+    for name in ("sdpa", "sdpa_padded", "flex_attention"):  # update check passed, with both gaps
+        assert re.match(rf"\| {name} \| ok \| \d\.\de-\d\d \| \d\.\de-\d\d \|", rows[name]), rows[name]
+    assert rows["sdpa"].count(" 1.00 ") == 2  # the bench's reference at both sizes
+    assert "skipped: needs the flash-attn package" in rows["flash_attention_2"]
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert {r["status"] for r in results["bench"]["rows"] if r["backend"] == "sdpa_padded"} == {"ok"}

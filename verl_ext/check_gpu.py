@@ -6,11 +6,18 @@ Run it after ``make install-gpu`` and before a launcher. One line per check, exi
 2. torch is a CUDA build, the NVIDIA driver is new enough for that CUDA (verl's ``vllm`` extra pins torch
    2.11.0, whose PyPI wheel needs the CUDA 13.0 libraries: driver generation >= 580), and torch sees GPUs;
 3. vLLM imports;
-4. the attention implementation the recipes request is importable (``sdpa``: torch itself;
+4. the attention backend the recipes request can run (:mod:`verl_ext.attention`; ``sdpa``: torch itself;
    ``flash_attention_2``: the ``flash_attn`` package, which the GPU install does not bring);
-5. one tiny vLLM generation, and one tiny actor update as verl's FSDP engine runs it (fp32 parameters,
-   bf16 autocast, a packed batch without attention mask; loss finite, parameters changed, packed log-probs
-   equal to the padded batch's) on a small model (default: the embedded SmolLM2-135M-Instruct).
+5. one tiny vLLM generation, and one tiny actor update as verl's FSDP engine runs it (fp32 parameters, bf16
+   autocast, the backend's layout: packed rows without attention mask, or padded) on a small model (default: the
+   embedded SmolLM2-135M-Instruct): loss finite, parameters changed, log-probs and gradients equal to eager
+   attention's on the padded batch, and far from those of packed sequences that see each other.
+
+``--no-vllm``: a bare GPU machine with torch and transformers only (no vLLM, verl, Ray, Hydra; none imported):
+no Python bound, no vLLM; the actor update for every backend of :data:`verl_ext.attention.BACKENDS` (those that
+cannot run here skipped with the reason, a failing one listed and the others still checked) on random weights of
+Qwen2.5-1.5B's shape cut to 2 layers (or ``--model``); ``--json`` keeps the rows (``scripts/gpu_first_hour.sh``).
+``--cpu`` runs the update on the CPU in fp32 (flex_attention through torch's reference path: no CPU backward).
 
 **Attention decision.** verl loads the actor and reference model with ``override_config.attn_implementation``,
 default ``flash_attention_2`` (``verl/workers/config/model.py:185``). The GPU install
@@ -26,36 +33,42 @@ restarting ``position_ids`` (``transformers/masking_utils.py:883-888`` ``find_pa
 (1 GiB at ``ppo_max_token_len_per_gpu=32768``), which torch's memory-efficient kernel reads as an additive
 bias, and no flash kernel. With flash-attn installed by hand,
 ``actor_rollout_ref.model.override_config.attn_implementation=flash_attention_2`` restores verl's default;
-``--attention flash_attention_2`` checks it here.
+``--attention flash_attention_2`` checks it here. The other backends a GPU user can install from the index
+(``flex_attention``, unpacked ``sdpa``, hub kernels) and their overrides: :mod:`verl_ext.attention`; their speed:
+``python -m verl_ext.bench attention``.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import importlib.metadata as md
+import json
 import math
 import re
 import subprocess
 import sys
 import time
 import warnings
+from collections.abc import Callable
+from contextlib import nullcontext
 from pathlib import Path
 
-from packaging.requirements import Requirement
+import torch
+
+from verl_ext.attention import BACKENDS, AttentionBackend, flex_reference, get_backend, token_log_probs
+from verl_ext.bench.attention import model_config, one_cpu_thread, random_model
 
 VERL_DEFAULT_ATTENTION = "flash_attention_2"  # verl/workers/config/model.py:185
 RECIPE_ATTENTION = "sdpa"  # what recipes/{bots,coba}/_common.yaml request (tests/recipes/test_gpu_stack_on_cpu.py)
 # attention implementation -> (distribution that provides it, module to import); None: torch itself
-ATTENTION_PROVIDERS = {
-    "flash_attention_2": ("flash-attn", "flash_attn"),
-    "flash_attention_3": ("flash-attn-3", "flash_attn_interface"),
-    "sdpa": None,
-    "eager": None,
-    "flex_attention": None,
-}
+ATTENTION_PROVIDERS = {b.attn_implementation: b.requires for b in BACKENDS.values()} | {"eager": None}
 MIN_DRIVER = {13: 580, 12: 525, 11: 450}  # CUDA major -> minimum NVIDIA Linux driver (minor-version compatibility)
 MAX_PYTHON = (3, 13)  # verl 0.9.1: Requires-Python <3.13
+# [decision] update-check tolerances, gap to eager attention on the padded batch. Measured on CPU (2-layer
+# Qwen2.5-1.5B shape, random weights): fp32 <= 3e-6 log-prob, 1e-6 gradient; bf16 autocast 0.027 and 0.012;
+# sequences that see each other 2.9 and 1.1 (the embedded SmolLM2 in bf16: log-prob gap 0.05)
+LOGP_TOL = {"cuda": 0.25, "cpu": 1e-4}
+GRAD_TOL = {"cuda": 0.1, "cpu": 1e-4}
 
 
 class CheckFailed(RuntimeError):
@@ -88,6 +101,8 @@ def gpu_install_packages(project_root: str | Path) -> set[str]:
     """Distribution names the GPU install asks for directly: pyproject's ``gpu`` extra, with the verl extras
     it names expanded from verl's installed metadata (``verl[vllm]`` -> vllm, torch, ``verl[verl-core]``...)."""
     import tomllib
+
+    from packaging.requirements import Requirement
 
     project = tomllib.loads((Path(project_root) / "pyproject.toml").read_text())["project"]
     pending = [Requirement(r) for r in project["optional-dependencies"]["gpu"]]
@@ -147,49 +162,45 @@ def driver_version() -> str:
     return parse_driver_version(out.stdout)
 
 
-def packed_batch(seqs):
-    """verl's remove-padding layout: one row, ``position_ids`` restarting at 0 per sequence, no attention mask."""
-    import torch
-
-    return torch.cat(seqs)[None], torch.cat([torch.arange(len(s), device=s.device) for s in seqs])[None]
+UPDATE_LENGTHS = (70, 11, 150, 23)  # four sequences, 254 tokens: they cross flex_attention's 128-token blocks
 
 
-def token_log_probs(logits, labels):
-    return logits.float().log_softmax(-1).gather(-1, labels[..., None])[..., 0]
-
-
-def tiny_update(model_path: str, attention: str, device: str = "cuda") -> dict[str, float]:
-    """One actor step as verl's FSDP engine runs it: fp32 parameters, bf16 autocast on CUDA, two sequences packed
-    (``attention_mask=None``), backward and an AdamW step. Returns the loss, the largest parameter change and the
-    largest gap between the packed and the padded batch's per-token log-probs (before the step)."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32, attn_implementation=attention)
-    model.to(device).train()
-    autocast = torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=device == "cuda")
+def update_check(build: Callable[[], torch.nn.Module], backend: AttentionBackend,
+                 device: str = "cuda") -> dict[str, float]:
+    """One actor step as verl's FSDP engine runs it (fp32 parameters, bf16 autocast on CUDA) on four sequences in
+    the backend's layout, beside eager attention on the padded batch with the same weights: the largest per-token
+    log-prob gap and the relative L2 gap of all gradients (loss: mean token log-prob). The same two gaps for packed
+    rows whose positions do not restart (the sequences see each other) give the scale of a wrong mask. Then an
+    AdamW step: the loss and the largest parameter change. On CPU, flex_attention runs torch's reference path
+    (:func:`verl_ext.attention.flex_reference`; its compiled kernel has no backward there)."""
+    model = build().to(device).train()
     gen = torch.Generator().manual_seed(0)
-    seqs = [torch.randint(3, model.config.vocab_size, (n,), generator=gen).to(device) for n in (11, 23)]
-    ids, pos = packed_batch(seqs)
-    padded = torch.zeros(len(seqs), max(map(len, seqs)), dtype=torch.long, device=device)
-    mask = torch.zeros_like(padded)
-    for i, s in enumerate(seqs):
-        padded[i, : len(s)], mask[i, : len(s)] = s, 1
-    before = {n: p.detach().clone() for n, p in model.named_parameters()}
-    with autocast:
-        logp = token_log_probs(model(input_ids=ids, position_ids=pos, use_cache=False).logits[0, :-1], ids[0, 1:])
-        with torch.no_grad():
-            ref = token_log_probs(model(input_ids=padded, attention_mask=mask).logits[:, :-1], padded[:, 1:])
-    starts = [0, len(seqs[0])]
-    gap = max(float((logp.detach()[start: start + len(s) - 1] - ref[i, : len(s) - 1]).abs().max())
-              for i, (start, s) in enumerate(zip(starts, seqs)))
-    boundary = torch.ones_like(logp, dtype=torch.bool)
-    boundary[len(seqs[0]) - 1] = False  # the first sequence's last token does not predict the second's first
-    loss = -logp[boundary].mean()
-    loss.backward()
+    seqs = [torch.randint(3, model.config.vocab_size, (n,), generator=gen).to(device) for n in UPDATE_LENGTHS]
+    reference_path = device == "cpu" and not backend.cpu_backward
+
+    def gradients(attention: str, packed: bool, restart_positions: bool = True):
+        model.set_attn_implementation(attention)
+        model.zero_grad(set_to_none=True)
+        with (torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=device == "cuda"),
+              flex_reference() if reference_path and attention == backend.attn_implementation else nullcontext()):
+            logp = token_log_probs(model, seqs, packed, restart_positions)
+        loss = -logp.mean()
+        loss.backward()
+        return logp.detach(), torch.cat([p.grad.flatten().float() for p in model.parameters()]), loss.detach()
+
+    def gaps(logp, grad) -> tuple[float, float]:
+        return float((logp - ref_logp).abs().max()), float((grad - ref_grad).norm() / ref_grad.norm())
+
+    start = time.perf_counter()
+    ref_logp, ref_grad, _ = gradients("eager", packed=False)
+    leak_logp_gap, leak_grad_gap = gaps(*gradients("sdpa", packed=True, restart_positions=False)[:2])
+    logp, grad, loss = gradients(backend.attn_implementation, backend.packed)
+    logp_gap, grad_gap = gaps(logp, grad)
+    before = [p.detach().clone() for p in model.parameters()]
     torch.optim.AdamW(model.parameters(), lr=1e-4).step()
-    change = max(float((p.detach() - before[n]).abs().max()) for n, p in model.named_parameters())
-    return {"loss": float(loss.detach()), "change": change, "packed_gap": gap}
+    change = max(float((p.detach() - b).abs().max()) for p, b in zip(model.parameters(), before))
+    return {"loss": float(loss), "change": change, "logp_gap": logp_gap, "grad_gap": grad_gap,
+            "leak_logp_gap": leak_logp_gap, "leak_grad_gap": leak_grad_gap, "seconds": time.perf_counter() - start}
 
 
 def tiny_generate(model_path: str) -> str:
@@ -200,26 +211,84 @@ def tiny_generate(model_path: str) -> str:
     return out[0].outputs[0].text
 
 
-def check_update(result: dict[str, float], packed_tol: float) -> str:
-    loss, change, gap = result["loss"], result["change"], result["packed_gap"]
+def check_update(result: dict[str, float], device: str) -> str:
+    """Raise unless the step ran and the backend matched the reference: each gap within a fixed tolerance and at
+    most a tenth of the gap of sequences that see each other."""
+    loss, change = result["loss"], result["change"]
     if not math.isfinite(loss) or change == 0.0:
         raise CheckFailed(f"actor update: loss {loss}, largest parameter change {change}")
-    if not gap <= packed_tol:
-        raise CheckFailed(f"actor update: packed and padded log-probs differ by {gap:.3g} (> {packed_tol}): the "
-                          "attention implementation does not separate packed sequences")
-    return f"loss {loss:.3f}, largest parameter change {change:.2e}, packed vs padded log-prob gap {gap:.2e}"
+    for gap, leak, tol, what in ((result["logp_gap"], result["leak_logp_gap"], LOGP_TOL[device], "log-probs"),
+                                 (result["grad_gap"], result["leak_grad_gap"], GRAD_TOL[device], "gradients")):
+        if not (gap <= tol and gap <= leak / 10):
+            raise CheckFailed(f"actor update: {what} differ from eager attention on the padded batch by {gap:.3g} "
+                              f"(tolerance {tol}; sequences that see each other: {leak:.3g}): the attention "
+                              "implementation does not separate packed sequences")
+    return (f"loss {loss:.3f}, largest parameter change {change:.2e}, gap to eager padded: log-prob "
+            f"{result['logp_gap']:.1e}, gradient {result['grad_gap']:.1e} (sequences that see each other: "
+            f"{result['leak_logp_gap']:.1e}, {result['leak_grad_gap']:.1e}; {result['seconds']:.1f} s)")
 
 
-def _line(name: str, detail: str) -> None:
-    print(f"[ok] {name}: {detail}", flush=True)
+def _line(name: str, detail: str, status: str = "ok") -> None:
+    print(f"[{status}] {name}: {detail}", flush=True)
 
 
-def run_checks(model: str | None, attention: str, device: str = "cuda") -> None:
-    if sys.version_info[:2] >= MAX_PYTHON:
+def model_builder(model: str | None, device: str, vllm: bool) -> tuple[str, Callable[[], torch.nn.Module]]:
+    """What the update check loads: ``model`` (a checkpoint), else the embedded SmolLM2 (with vLLM), else random
+    weights (no vLLM: Qwen2.5-1.5B's shape cut to 2 layers on CUDA, the tiny shape on CPU)."""
+    from transformers import AutoModelForCausalLM
+
+    if model is None and vllm:
+        from verl_ext.models.embedded import embedded_model_path
+
+        model = embedded_model_path()
+    if model is not None:
+        return model, lambda: AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32,
+                                                                   attn_implementation="sdpa")
+    size, layers = ("1.5b", 2) if device == "cuda" else ("tiny", None)
+    config = model_config(size, layers)
+    return (f"random weights, Qwen2 {size} shape, {config.num_hidden_layers} layers",
+            lambda: random_model(config, "sdpa", device, torch.float32))
+
+
+def check_backends(build: Callable[[], torch.nn.Module], names: list[str], device: str,
+                   required: bool) -> list[dict]:
+    """The update check for each backend; one row each. ``required``: a backend that cannot run fails the check
+    at once; otherwise it is skipped with its reason, and a failing backend does not stop the others."""
+    with one_cpu_thread(device):
+        return [_check_backend(build, get_backend(name), device, required) for name in names]
+
+
+def _check_backend(build: Callable[[], torch.nn.Module], backend: AttentionBackend, device: str,
+                   required: bool) -> dict:
+    name = backend.name
+    reason = backend.unavailable()
+    if reason is not None:
+        if required:
+            raise CheckFailed(f"attention {name} {reason}; install it or use "
+                              f"actor_rollout_ref.model.override_config.attn_implementation={RECIPE_ATTENTION}")
+        _line(f"update {name}", reason, "skip")
+        return {"backend": name, "status": f"skipped: {reason}"}
+    if required:
+        _line("attention", name)
+    try:
+        result = update_check(build, backend, device)
+        detail = check_update(result, device)
+    except Exception as e:  # CheckFailed, or the backend itself failing (a kernel that does not load)
+        if required:
+            raise CheckFailed(str(e)) from e
+        _line(f"update {name}", str(e), "FAILED")
+        return {"backend": name, "status": f"failed: {str(e).splitlines()[0][:200]}"}
+    _line("actor update" if required else f"update {name}", detail)
+    return {"backend": name, "status": "ok", **result}
+
+
+def run_checks(model: str | None, attentions: list[str] | None, device: str = "cuda",
+               vllm: bool = True) -> list[dict]:
+    """The checks in order; raises :class:`CheckFailed` at the first failure, except that without vLLM every
+    backend is checked and a failure is a row. Returns the update checks' rows."""
+    if vllm and sys.version_info[:2] >= MAX_PYTHON:
         raise CheckFailed(f"Python {sys.version.split()[0]}: verl 0.9.1 needs Python < 3.13")
     _line("python", sys.version.split()[0])
-    import torch
-
     if device == "cuda":
         if torch.version.cuda is None:
             raise CheckFailed(f"no CUDA device: torch {torch.__version__} is a CPU-only build; on the GPU machine "
@@ -230,43 +299,55 @@ def run_checks(model: str | None, attention: str, device: str = "cuda") -> None:
         names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
         _line("gpus", f"{len(names)}: " + ", ".join(f"{names.count(n)} x {n}" for n in dict.fromkeys(names))
               + f" (torch {torch.__version__}, CUDA {torch.version.cuda})")
-        vllm = importlib.import_module("vllm")
-        _line("vllm", vllm.__version__)
-    provider = ATTENTION_PROVIDERS[attention]
-    if provider is not None:
-        try:
-            importlib.import_module(provider[1])
-        except ImportError as e:
-            raise CheckFailed(f"attention {attention} needs the {provider[0]} package ({e}); install it or use "
-                              f"actor_rollout_ref.model.override_config.attn_implementation={RECIPE_ATTENTION}") from e
-    _line("attention", attention)
-    if model is None:
-        from verl_ext.models.embedded import embedded_model_path
+        if vllm:
+            import vllm as vllm_module
 
-        model = embedded_model_path()
-    if device == "cuda":
+            _line("vllm", vllm_module.__version__)
+    required = vllm or attentions is not None
+    names = attentions or ([RECIPE_ATTENTION] if vllm else list(BACKENDS))
+    for name in names:
+        get_backend(name)  # unknown names fail before any model loads
+    source, build = model_builder(model, device, vllm)
+    _line("model", source)
+    if vllm and device == "cuda":
         start = time.perf_counter()
-        text = tiny_generate(model)
+        text = tiny_generate(source)
         _line("vllm generate", f"{text!r} ({time.perf_counter() - start:.1f} s)")
-    # embedded model, CPU: bf16 autocast gap 0.05 (fp32: 8e-6); unrestarted positions (leaking) give 6.7
-    packed_tol = 0.5 if device == "cuda" else 1e-4
-    _line("actor update", check_update(tiny_update(model, attention, device), packed_tol))
+    return check_backends(build, names, device, required)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m verl_ext.check_gpu", description=__doc__.split("\n")[0])
-    parser.add_argument("--model", default=None, help="HF model path (default: the embedded SmolLM2-135M-Instruct)")
-    parser.add_argument("--attention", default=RECIPE_ATTENTION, choices=sorted(ATTENTION_PROVIDERS),
-                        help=f"attention implementation to check (the recipes request {RECIPE_ATTENTION})")
+    parser.add_argument("--model", default=None, help="HF model path (default: the embedded SmolLM2-135M-Instruct; "
+                        "with --no-vllm, random weights)")
+    parser.add_argument("--attention", nargs="+", default=None, choices=list(BACKENDS), metavar="BACKEND",
+                        help=f"attention backends to check, each required (default: {RECIPE_ATTENTION}, which the "
+                        f"recipes request; with --no-vllm every backend, those that cannot run skipped). "
+                        f"Choices: {', '.join(BACKENDS)}")
     parser.add_argument("--cpu", action="store_true",
                         help="skip the GPU, driver and vLLM checks; run the actor update on the CPU in fp32")
+    parser.add_argument("--no-vllm", action="store_true",
+                        help="a bare GPU machine (torch + transformers): no vLLM, verl, Ray or Hydra; no Python "
+                        "bound; the actor update for each attention backend")
+    parser.add_argument("--json", default=None, help="write the update checks' rows here")
     args = parser.parse_args(argv)
+    device = "cpu" if args.cpu else "cuda"
+    rows: list[dict] = []
+    failure = None
     try:
-        run_checks(args.model, args.attention, "cpu" if args.cpu else "cuda")
+        rows = run_checks(args.model, args.attention, device, vllm=not args.no_vllm)
+        failed = [r["backend"] for r in rows if r["status"].startswith("failed")]
+        if failed:
+            raise CheckFailed(f"actor update failed with {', '.join(failed)}")
     except CheckFailed as e:
+        failure = str(e)
         print(f"[FAILED] {e}", file=sys.stderr, flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"device": device, "rows": rows, "failure": failure}, indent=2))
+    if failure is not None:
         return 1
-    print("CPU pieces pass." if args.cpu else "GPU machine ready for the recipes.")
+    print("CPU pieces pass." if args.cpu else "GPU machine ready for the recipes." if not args.no_vllm
+          else "Actor update checked on this GPU.")
     return 0
 
 

@@ -9,8 +9,10 @@ from omegaconf import OmegaConf
 from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config, Qwen3Config
 
 from tests.recipes.recipes import RECIPES, ROOT, compose_recipe
-from verl_ext.check_gpu import (RECIPE_ATTENTION, attention_is_provided, gpu_install_packages, packed_batch,
-                                requested_attentions)
+from verl_ext.attention import BACKENDS, backend_of, config_problems, model_inputs
+from verl_ext.bench.attention import model_config, random_model
+from verl_ext.check_gpu import (RECIPE_ATTENTION, attention_is_provided, check_update, gpu_install_packages,
+                                requested_attentions, update_check)
 
 GPU_RECIPES = sorted((p.parent.name, p.stem) for p in RECIPES.glob("*/*.yaml")
                      if p.stem not in ("_common", "cpu_embedded"))
@@ -35,7 +37,10 @@ def test_every_gpu_recipe_requests_an_attention_the_gpu_install_provides(group, 
         assert attention == RECIPE_ATTENTION, (setting, role)  # what `make check-gpu` checks by default
     # sdpa relies on transformers' packed-sequence mask (next tests); verl's Ulysses patch is flash-only
     assert cfg.actor_rollout_ref.model.use_remove_padding
-    assert OmegaConf.select(cfg, "actor_rollout_ref.actor.ulysses_sequence_parallel_size") == 1
+    backend = backend_of(requested_attentions(cfg)["actor"], cfg.actor_rollout_ref.model.use_remove_padding)
+    assert backend.name == "sdpa"
+    sp = OmegaConf.select(cfg, "actor_rollout_ref.actor.ulysses_sequence_parallel_size")
+    assert sp == 1 and config_problems(backend, ulysses_sequence_parallel_size=sp) == []
 
 
 def test_ref_and_critic_are_checked_when_used():
@@ -64,16 +69,32 @@ def test_packed_sequences_get_the_same_log_probs_as_padded_ones(family):
     model = AutoModelForCausalLM.from_config(config, attn_implementation=RECIPE_ATTENTION).eval()
     assert model.config._attn_implementation == RECIPE_ATTENTION
     seqs = [torch.randint(1, 64, (n,)) for n in (5, 9, 3)]
-    padded = torch.zeros(len(seqs), 9, dtype=torch.long)
-    mask = torch.zeros_like(padded)
-    for i, s in enumerate(seqs):
-        padded[i, : len(s)], mask[i, : len(s)] = s, 1
-    packed, restart = packed_batch(seqs)
     with torch.no_grad():
-        ref = model(input_ids=padded, attention_mask=mask).logits
+        ref = model(**model_inputs(seqs, packed=False)).logits
         # as verl's FSDP engine calls it with use_remove_padding (transformer_impl.py:1256-1260)
-        ours = model(input_ids=packed, attention_mask=None, position_ids=restart, use_cache=False).logits[0]
-        leaky = model(input_ids=packed, position_ids=torch.arange(packed.shape[1])[None], use_cache=False).logits[0]
+        ours = model(**model_inputs(seqs, packed=True)).logits[0]
+        leaky = model(**model_inputs(seqs, packed=True, restart_positions=False)).logits[0]
     want = torch.cat([ref[i, : len(s)] for i, s in enumerate(seqs)])
     assert torch.allclose(ours.log_softmax(-1), want.log_softmax(-1), atol=1e-5)
     assert not torch.allclose(leaky[5:].log_softmax(-1), want[5:].log_softmax(-1), atol=1e-3)  # 2nd sees the 1st
+
+
+CPU_BACKENDS = [name for name, b in BACKENDS.items() if b.requires is None]  # the others need CUDA kernels
+
+
+def test_every_backend_without_a_cuda_kernel_is_checked_here():
+    assert CPU_BACKENDS == ["sdpa", "sdpa_padded", "flex_attention"]
+
+
+@pytest.mark.parametrize("name", CPU_BACKENDS)
+def test_each_backend_gives_the_padded_batchs_log_probs_and_gradients(name):
+    """A tiny random Qwen2 (the recipes' family), fp32: the backend in its layout (packed rows, or padded) against
+    eager attention on the padded batch, per-token log-probs and every parameter's gradient, then an AdamW step
+    (verl_ext.check_gpu.update_check). flex_attention runs torch's reference path of the flex operator here
+    (its compiled kernel has no backward on CPU): this proves transformers' document mask built from the
+    restarting position_ids and the operator's semantics, not the compiled CUDA kernel (check_gpu --no-vllm)."""
+    config = model_config("tiny")
+    result = update_check(lambda: random_model(config, "sdpa", "cpu", torch.float32), BACKENDS[name], "cpu")
+    assert result["logp_gap"] < 5e-6 and result["grad_gap"] < 5e-6, result
+    assert result["leak_logp_gap"] > 0.1 and result["leak_grad_gap"] > 0.1  # sequences seeing each other differ
+    assert "gap to eager padded" in check_update(result, "cpu")

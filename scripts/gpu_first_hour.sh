@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# A first measurement on a bare GPU machine: python + torch (CUDA) + transformers and this repository, no vLLM /
+# verl / Ray / Hydra, no network, nothing installed. Under 10 minutes on one H100/H200 (BUDGET_S, default 540 s):
+#   1. the actor update on CUDA in bf16 for every attention backend (python -m verl_ext.check_gpu --no-vllm):
+#      log-probs and gradients against eager attention on the padded batch;
+#   2. the attention bench (python -m verl_ext.bench.attention): forward + backward of a Qwen2.5-1.5B-shaped
+#      model, random weights, on packed micro-batches of 8k / 16k / 32k tokens, per backend;
+#   3. one Markdown table of both: $OUT/results.md (and $OUT/results.json; logs and raw JSON beside them).
+# Each step has its own time limit and writes what it has, so a step that fails or hangs leaves the others' rows.
+#
+#   scripts/gpu_first_hour.sh                      # on the GPU machine, from anywhere
+#   MODEL_PATH=/models/Qwen2.5-1.5B scripts/gpu_first_hour.sh   # its weights in step 1, its shape in step 2
+#   DEVICE=cpu SIZE=tiny scripts/gpu_first_hour.sh # the dry run on a CPU (tiny model; not a measurement)
+# Environment: OUT (default outputs/gpu_first_hour), BUDGET_S, PYTHON (default python3), HF_HUB_OFFLINE (default 1:
+# hub kernels are tried only where the hub is reachable; set 0 there).
+set -uo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+PYTHON=${PYTHON:-python3}
+DEVICE=${DEVICE:-cuda}
+if [[ $DEVICE == cpu ]]; then SIZE=${SIZE:-tiny}; CPU_FLAG=(--cpu); REPEATS=1; else SIZE=${SIZE:-1.5b}; CPU_FLAG=(); REPEATS=3; fi
+OUT=${OUT:-outputs/gpu_first_hour}
+BUDGET_S=${BUDGET_S:-540}
+MODEL_ARGS=()
+[[ -n ${MODEL_PATH:-} ]] && MODEL_ARGS=(--model "$MODEL_PATH")
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # the repository, not installed
+export HF_HUB_OFFLINE=${HF_HUB_OFFLINE:-1} TOKENIZERS_PARALLELISM=false
+mkdir -p "$OUT"
+rm -f "$OUT"/{update,bench,results}.json "$OUT/results.md"
+
+start=$SECONDS
+left() { local l=$(( BUDGET_S - (SECONDS - start) )); echo $(( l > 1 ? l : 1 )); }  # timeout 0: none
+echo "gpu_first_hour: device $DEVICE, model ${MODEL_PATH:-random weights ($SIZE shape)}, budget ${BUDGET_S} s, out $OUT"
+"$PYTHON" -c 'import torch, transformers; print(f"torch {torch.__version__} (CUDA {torch.version.cuda}), transformers {transformers.__version__}")' \
+  || { echo "gpu_first_hour: torch and transformers must import" >&2; exit 1; }
+
+# 1. actor update per backend: at most a third of the budget (flex_attention compiles on its first call)
+limit=$(( $(left) / 3 + 1 ))
+timeout --kill-after=10 "$limit" "$PYTHON" -m verl_ext.check_gpu --no-vllm ${CPU_FLAG[@]+"${CPU_FLAG[@]}"} ${MODEL_ARGS[@]+"${MODEL_ARGS[@]}"} \
+  --json "$OUT/update.json" 2>&1 | tee "$OUT/update.log"
+update_rc=${PIPESTATUS[0]}
+[[ $update_rc == 124 || $update_rc == 137 ]] && echo "gpu_first_hour: update check stopped at its ${limit} s limit" >&2
+
+# 2. attention bench: starts no measurement in its last 60 s, stopped 15 s before the end of the budget
+limit=$(( $(left) > 16 ? $(left) - 15 : 1 ))
+timeout --kill-after=10 "$limit" "$PYTHON" -m verl_ext.bench.attention --device "$DEVICE" --size "$SIZE" --repeats "$REPEATS" \
+  ${MODEL_ARGS[@]+"${MODEL_ARGS[@]}"} --budget-s $(( limit - 60 > 0 ? limit - 60 : 0 )) --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log"
+bench_rc=${PIPESTATUS[0]}
+[[ $bench_rc == 124 || $bench_rc == 137 ]] && echo "gpu_first_hour: bench stopped at its ${limit} s limit" >&2
+
+# 3. one table
+"$PYTHON" -m verl_ext.bench.attention --summary "$OUT" || exit 1
+echo "gpu_first_hour: $(( SECONDS - start )) s; update check exit $update_rc, bench exit $bench_rc; table: $OUT/results.md"
+[[ $update_rc == 0 && $bench_rc == 0 ]]
