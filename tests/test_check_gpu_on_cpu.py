@@ -123,6 +123,20 @@ def test_driver_is_checked_before_the_devices(monkeypatch, driver, message):
         check_gpu.run_checks(None, ["sdpa"])
 
 
+def test_without_vllm_a_missing_nvidia_smi_leaves_the_decision_to_torch(monkeypatch, capsys):
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+
+    def no_smi():
+        raise check_gpu.CheckFailed("no CUDA device: nvidia-smi not found (no NVIDIA driver on this machine)")
+
+    monkeypatch.setattr(check_gpu, "driver_version", no_smi)
+    with pytest.raises(check_gpu.CheckFailed, match="nvidia-smi not found"):
+        check_gpu.run_checks(None, None, vllm=True)
+    with pytest.raises(check_gpu.CheckFailed, match="no CUDA device visible to torch"):
+        check_gpu.run_checks(None, None, vllm=False)
+    assert "[skip] driver: no CUDA device: nvidia-smi not found" in capsys.readouterr().out
+
+
 # ------------------------------------------------------------------ a bare GPU machine, simulated on the CPU
 BARE_MACHINE = ("torch", "transformers", "numpy", "safetensors", "tqdm")  # what scripts/gpu_first_hour.sh may use
 SITECUSTOMIZE = """

@@ -250,12 +250,17 @@ def model_builder(model: str | None, device: str, vllm: bool) -> tuple[str, Call
             lambda: random_model(config, "sdpa", device, torch.float32))
 
 
-def check_backends(build: Callable[[], torch.nn.Module], names: list[str], device: str,
-                   required: bool) -> list[dict]:
-    """The update check for each backend; one row each. ``required``: a backend that cannot run fails the check
-    at once; otherwise it is skipped with its reason, and a failing backend does not stop the others."""
+def check_backends(build: Callable[[], torch.nn.Module], names: list[str], device: str, required: bool,
+                   record: Callable[[list[dict]], None] = lambda rows: None) -> list[dict]:
+    """The update check for each backend; one row each, passed to ``record`` as they come. ``required``: a
+    backend that cannot run fails the check at once; otherwise it is skipped with its reason, and a failing
+    backend does not stop the others."""
+    rows: list[dict] = []
     with one_cpu_thread(device):
-        return [_check_backend(build, get_backend(name), device, required) for name in names]
+        for name in names:
+            rows.append(_check_backend(build, get_backend(name), device, required))
+            record(rows)
+    return rows
 
 
 def _check_backend(build: Callable[[], torch.nn.Module], backend: AttentionBackend, device: str,
@@ -282,8 +287,8 @@ def _check_backend(build: Callable[[], torch.nn.Module], backend: AttentionBacke
     return {"backend": name, "status": "ok", **result}
 
 
-def run_checks(model: str | None, attentions: list[str] | None, device: str = "cuda",
-               vllm: bool = True) -> list[dict]:
+def run_checks(model: str | None, attentions: list[str] | None, device: str = "cuda", vllm: bool = True,
+               record: Callable[[list[dict]], None] = lambda rows: None) -> list[dict]:
     """The checks in order; raises :class:`CheckFailed` at the first failure, except that without vLLM every
     backend is checked and a failure is a row. Returns the update checks' rows."""
     if vllm and sys.version_info[:2] >= MAX_PYTHON:
@@ -293,7 +298,12 @@ def run_checks(model: str | None, attentions: list[str] | None, device: str = "c
         if torch.version.cuda is None:
             raise CheckFailed(f"no CUDA device: torch {torch.__version__} is a CPU-only build; on the GPU machine "
                               "run `make install-gpu`")
-        _line("driver", check_driver(driver_version(), torch.version.cuda))
+        try:
+            _line("driver", check_driver(driver_version(), torch.version.cuda))
+        except CheckFailed as e:  # without vLLM's pinned CUDA: torch's own device check below decides
+            if vllm or "nvidia-smi" not in str(e):
+                raise
+            _line("driver", str(e), "skip")
         if not torch.cuda.is_available() or torch.cuda.device_count() == 0:
             raise CheckFailed(f"no CUDA device visible to torch {torch.__version__} (check CUDA_VISIBLE_DEVICES)")
         names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
@@ -313,7 +323,7 @@ def run_checks(model: str | None, attentions: list[str] | None, device: str = "c
         start = time.perf_counter()
         text = tiny_generate(source)
         _line("vllm generate", f"{text!r} ({time.perf_counter() - start:.1f} s)")
-    return check_backends(build, names, device, required)
+    return check_backends(build, names, device, required, record)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -333,18 +343,20 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     device = "cpu" if args.cpu else "cuda"
     rows: list[dict] = []
-    failure = None
+
+    def record(done: list[dict], failure: str | None = None) -> None:  # as rows come: a run cut short keeps them
+        rows[:] = done
+        if args.json:
+            Path(args.json).write_text(json.dumps({"device": device, "rows": done, "failure": failure}, indent=2))
+
     try:
-        rows = run_checks(args.model, args.attention, device, vllm=not args.no_vllm)
+        run_checks(args.model, args.attention, device, vllm=not args.no_vllm, record=record)
         failed = [r["backend"] for r in rows if r["status"].startswith("failed")]
         if failed:
             raise CheckFailed(f"actor update failed with {', '.join(failed)}")
     except CheckFailed as e:
-        failure = str(e)
         print(f"[FAILED] {e}", file=sys.stderr, flush=True)
-    if args.json:
-        Path(args.json).write_text(json.dumps({"device": device, "rows": rows, "failure": failure}, indent=2))
-    if failure is not None:
+        record(rows, str(e))
         return 1
     print("CPU pieces pass." if args.cpu else "GPU machine ready for the recipes." if not args.no_vllm
           else "Actor update checked on this GPU.")

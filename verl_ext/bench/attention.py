@@ -59,6 +59,8 @@ def model_config(size: str = "1.5b", num_layers: int | None = None, model_path: 
         raise ValueError(f"unknown model size {size!r} (known: {sorted(SHAPES)})")
     if num_layers is not None:
         config.num_hidden_layers = num_layers
+        if getattr(config, "layer_types", None) is not None:  # one per layer (transformers >= 4.54)
+            config.layer_types = config.layer_types[:num_layers]
     config.use_cache = False
     return config
 
@@ -226,6 +228,7 @@ def run_bench(size: str = "1.5b", device: str = "cuda", tokens: tuple[int, ...] 
     names = backends or list(BACKENDS)
     rows: list[dict] = []
     env = environment(device)
+    model = f"{model_path} (random weights)" if model_path else f"Qwen2 {size} shape, random weights"
     progress = tqdm(total=len(names) * len(tokens), desc="attention bench", file=sys.stderr)
     with one_cpu_thread(device):
         for name in names:
@@ -233,7 +236,7 @@ def run_bench(size: str = "1.5b", device: str = "cuda", tokens: tuple[int, ...] 
                 rows.append(row)
                 progress.update()
                 if json_path is not None:
-                    Path(json_path).write_text(json.dumps({"environment": env, "size": size, "rows": rows},
+                    Path(json_path).write_text(json.dumps({"environment": env, "model": model, "rows": rows},
                                                           indent=2))
     progress.close()
     return rows
@@ -295,7 +298,7 @@ def summary(bench: dict | None, checks: dict | None) -> str:
         size = f"{t // 1024}k" if t % 1024 == 0 else str(t)
         head += [f"{size} ms", f"{size} x sdpa", f"{size} GiB"]
     env = ", ".join(f"{k} {v}" for k, v in (bench or {}).get("environment", {}).items())
-    lines = [f"{env or 'no bench results'}; bench model {(bench or {}).get('size', '-')}; update check: gaps to "
+    lines = [f"{env or 'no bench results'}; bench model: {(bench or {}).get('model', '-')}; update check: gaps to "
              "eager attention on the padded batch (gradients: relative L2); 'x sdpa': speed relative to sdpa packed",
              "| " + " | ".join(head) + " |", "|---|---|" + "---:|" * (len(head) - 2)]
     for name in dict.fromkeys([*by_backend, *check_rows]):
