@@ -11,10 +11,12 @@
 #   scripts/gpu_first_hour.sh                      # on the GPU machine, from anywhere
 #   MODEL_PATH=/models/Qwen2.5-1.5B scripts/gpu_first_hour.sh   # its weights in step 1, its shape in step 2
 #   DEVICE=cpu SIZE=tiny scripts/gpu_first_hour.sh # the dry run on a CPU (tiny model; not a measurement)
-# Environment: OUT (default outputs/gpu_first_hour), BUDGET_S, PYTHON (default python3), HF_HUB_OFFLINE (default 1:
+# Environment: OUT (default: the repository's outputs/gpu_first_hour), BUDGET_S, PYTHON (default python3), HF_HUB_OFFLINE (default 1:
 # hub kernels are tried only where the hub is reachable; set 0 there).
 set -uo pipefail
 
+[[ -n ${MODEL_PATH:-} ]] && { MODEL_PATH=$(cd "$MODEL_PATH" && pwd) || exit 1; }  # paths given: from here
+[[ -n ${OUT:-} ]] && { mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd) || exit 1; }
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PYTHON=${PYTHON:-python3}
 DEVICE=${DEVICE:-cuda}
@@ -30,20 +32,24 @@ rm -f "$OUT"/{update,bench,results}.json "$OUT/results.md"
 
 start=$SECONDS
 left() { local l=$(( BUDGET_S - (SECONDS - start) )); echo $(( l > 1 ? l : 1 )); }  # timeout 0: none
+limited() {  # limited SECONDS COMMAND...: coreutils' timeout where the machine has it
+  local seconds=$1; shift
+  if command -v timeout >/dev/null; then timeout --kill-after=10 "$seconds" "$@"; else "$@"; fi
+}
 echo "gpu_first_hour: device $DEVICE, model ${MODEL_PATH:-random weights ($SIZE shape)}, budget ${BUDGET_S} s, out $OUT"
 "$PYTHON" -c 'import torch, transformers; print(f"torch {torch.__version__} (CUDA {torch.version.cuda}), transformers {transformers.__version__}")' \
   || { echo "gpu_first_hour: torch and transformers must import" >&2; exit 1; }
 
 # 1. actor update per backend: at most a third of the budget (flex_attention compiles on its first call)
 limit=$(( $(left) / 3 + 1 ))
-timeout --kill-after=10 "$limit" "$PYTHON" -m verl_ext.check_gpu --no-vllm ${CPU_FLAG[@]+"${CPU_FLAG[@]}"} ${MODEL_ARGS[@]+"${MODEL_ARGS[@]}"} \
+limited "$limit" "$PYTHON" -m verl_ext.check_gpu --no-vllm ${CPU_FLAG[@]+"${CPU_FLAG[@]}"} ${MODEL_ARGS[@]+"${MODEL_ARGS[@]}"} \
   --json "$OUT/update.json" 2>&1 | tee "$OUT/update.log"
 update_rc=${PIPESTATUS[0]}
 [[ $update_rc == 124 || $update_rc == 137 ]] && echo "gpu_first_hour: update check stopped at its ${limit} s limit" >&2
 
 # 2. attention bench: starts no measurement in its last 60 s, stopped 15 s before the end of the budget
 limit=$(( $(left) > 16 ? $(left) - 15 : 1 ))
-timeout --kill-after=10 "$limit" "$PYTHON" -m verl_ext.bench.attention --device "$DEVICE" --size "$SIZE" --repeats "$REPEATS" \
+limited "$limit" "$PYTHON" -m verl_ext.bench.attention --device "$DEVICE" --size "$SIZE" --repeats "$REPEATS" \
   ${MODEL_ARGS[@]+"${MODEL_ARGS[@]}"} --budget-s $(( limit - 60 > 0 ? limit - 60 : 0 )) --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log"
 bench_rc=${PIPESTATUS[0]}
 [[ $bench_rc == 124 || $bench_rc == 137 ]] && echo "gpu_first_hour: bench stopped at its ${limit} s limit" >&2

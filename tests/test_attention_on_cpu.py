@@ -111,3 +111,8 @@ def test_bench_rows_and_tables_on_the_tiny_model(tmp_path, monkeypatch):
     assert summary[4].startswith("| sdpa | ok | 1.0e-07 | 2.0e-07 | ")
     assert (tmp_path / "results.md").read_text().splitlines() == summary
     assert json.loads((tmp_path / "results.json").read_text())["bench"]["rows"] == rows
+
+
+def test_bench_starts_nothing_once_its_time_budget_is_spent():
+    rows = bench.run_bench("tiny", "cpu", (128, 256), ["sdpa", "flash_attention_2"], budget_s=0)
+    assert [r["status"] for r in rows] == ["skipped: time budget spent"] * 2 + ["skipped: CUDA kernel"] * 2
