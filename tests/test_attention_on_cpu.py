@@ -25,6 +25,9 @@ def test_overrides_select_the_backend_in_verl():
         implementation, padding = (o.split("=", 1)[1] for o in backend.overrides())
         assert backend_of(implementation, padding == "true") == backend
     assert backend_of("flex_attention", False).name == "flex_attention_padded"
+    assert backend_of("flash_attention_2", False).requires == ("flash-attn", "flash_attn")
+    assert backend_of("eager", True).name == "eager"
+    assert config_problems(backend_of("eager", True), ulysses_sequence_parallel_size=2)  # not flash either
     with pytest.raises(ValueError, match="unknown attn_implementation 'flash_attention_9'"):
         backend_of("flash_attention_9", True)
     with pytest.raises(ValueError, match="unknown attention backend 'sdpa_packed' .*sdpa_padded"):

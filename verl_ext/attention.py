@@ -94,13 +94,16 @@ def get_backend(name: str) -> AttentionBackend:
 
 def backend_of(attn_implementation: str, use_remove_padding: bool) -> AttentionBackend:
     """The backend a verl config selects (inverse of :meth:`AttentionBackend.overrides`)."""
+    packed = bool(use_remove_padding)
     for backend in BACKENDS.values():
-        if backend.attn_implementation == attn_implementation and backend.packed == bool(use_remove_padding):
+        if backend.attn_implementation == attn_implementation and backend.packed == packed:
             return backend
-    if attn_implementation in {b.attn_implementation for b in BACKENDS.values()}:  # flash/flex unpacked: valid
-        return AttentionBackend(f"{attn_implementation}_padded", attn_implementation, False)
-    raise ValueError(f"unknown attn_implementation {attn_implementation!r} "
-                     f"(known: {sorted({b.attn_implementation for b in BACKENDS.values()})})")
+    known = {b.attn_implementation: b for b in BACKENDS.values()}
+    if attn_implementation not in known and attn_implementation != "eager":
+        raise ValueError(f"unknown attn_implementation {attn_implementation!r} (known: {sorted(known)}, eager)")
+    like = known.get(attn_implementation, BACKENDS["sdpa"])  # valid, not offered: e.g. flex unpacked, eager
+    return AttentionBackend(attn_implementation + ("" if packed else "_padded"), attn_implementation, packed,
+                            like.requires, like.from_hub, like.cpu_backward)
 
 
 def config_problems(backend: AttentionBackend, *, ulysses_sequence_parallel_size: int = 1,
