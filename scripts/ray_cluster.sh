@@ -10,7 +10,7 @@
 # Environment:
 #   RAY_PORT        the head's GCS port (default 6379)
 #   HEAD_ADDR       worker: the head node's IP (127.0.0.1 when the nodes share a host)
-#   NODE_IP         this node's IP as Ray announces it (default: Ray's choice; printed address: hostname -I)
+#   NODE_IP         this node's IP as Ray announces it (default: Ray's choice; printed: hostname -I's first)
 #   RAY_AUTH_MODE   token (default) | disabled. token: the head creates ~/.ray/auth_token when missing; every
 #                   worker node and the driver need the same token (copy the file, or RAY_AUTH_TOKEN /
 #                   RAY_AUTH_TOKEN_PATH) and RAY_AUTH_MODE=token. Ray 2.60 left unset turns token auth on at the
@@ -29,6 +29,7 @@
 #                   OMP_NUM_THREADS (default: nproc) exported to the node's processes: the cores this node's
 #                   actor ranks share; split them when several nodes share a host (2 nodes on 4 cores: 2 each)
 #   DASHBOARD_HOST  where the head's dashboard listens (default 0.0.0.0)
+#   START_TIMEOUT_S how long `ray start` may take (default 120; a worker waits that long for an unreachable head)
 #   RAY             the ray executable (default: ray next to the venv python)
 # `stop` ends this node's processes only (those of the session started in RAY_TEMP_DIR, their process groups
 # and children), not other Ray instances of the machine as `ray stop` would; TERM, then KILL after 3 s
@@ -39,6 +40,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 RAY="${RAY:-$( [[ -x "$ROOT/.venv/bin/ray" ]] && echo "$ROOT/.venv/bin/ray" || echo ray )}"
 PORT="${RAY_PORT:-6379}"
 TEMP_DIR="${RAY_TEMP_DIR:-/tmp/ray}"
+START_TIMEOUT_S="${START_TIMEOUT_S:-120}"
 STATE="$TEMP_DIR/ray_cluster_session"  # the session dir of the node started here
 CPU_MODE="${CPU:-0}"
 if [[ "$CPU_MODE" == 1 ]]; then
@@ -94,12 +96,18 @@ stop_node() {
     sleep 0.5
   done
   if (( ${#pids[@]} )); then kill -KILL "${pids[@]}" 2>/dev/null || true; fi
+  for i in $(seq 20); do  # KILL takes effect asynchronously
+    pids=($(alive "${pids[@]}"))
+    (( ${#pids[@]} )) || break
+    sleep 0.25
+  done
+  (( ${#pids[@]} == 0 )) || die "still running after KILL: ${pids[*]}"
   rm -f "$STATE"
   echo "stopped the Ray node of $TEMP_DIR" >&2
 }
 
 start_node() {  # start_node ROLE RAY-START-ARGS...
-  local role="$1" session; shift
+  local role="$1"; shift
   if [[ -s "$STATE" && -n "$(session_pids)" ]]; then
     die "a Ray node already runs from $TEMP_DIR ($(cat "$STATE")): stop it first"
   fi
@@ -121,9 +129,13 @@ start_node() {  # start_node ROLE RAY-START-ARGS...
   fi
   mkdir -p "$TEMP_DIR"
   # a session of its own: stop then finds the daemons by process group, apart from the caller's
-  setsid --wait "$RAY" start "$@" "${args[@]}" </dev/null >&2 || die "ray start failed (its messages above)"
-  session="$(readlink -f "$TEMP_DIR/session_latest")"
-  echo "$session" >"$STATE"
+  local started=0
+  timeout -k 5 "$START_TIMEOUT_S" setsid --wait "$RAY" start "$@" "${args[@]}" </dev/null >&2 && started=1
+  [[ -e "$TEMP_DIR/session_latest" ]] && readlink -f "$TEMP_DIR/session_latest" >"$STATE"
+  if (( ! started )); then
+    stop_node  # what the failed start left running
+    die "ray start failed or ran past START_TIMEOUT_S=$START_TIMEOUT_S s (its messages above)"
+  fi
 }
 
 case "${1:-}" in
@@ -131,7 +143,8 @@ case "${1:-}" in
     auth_mode
     if [[ "$RAY_AUTH_MODE" == token ]] && ! has_token; then "$RAY" get-auth-token --generate >/dev/null; fi
     start_node head --head --port="$PORT" --dashboard-host="${DASHBOARD_HOST:-0.0.0.0}"
-    echo "export RAY_ADDRESS=${NODE_IP:-$(hostname -I | awk '{print $1}')}:$PORT"
+    ip="${NODE_IP:-$( (hostname -I 2>/dev/null || true) | awk '{print $1}')}"
+    echo "export RAY_ADDRESS=${ip:-$(hostname)}:$PORT"
     echo "export RAY_AUTH_MODE=$RAY_AUTH_MODE" ;;
   worker)
     auth_mode
