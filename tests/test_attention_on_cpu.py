@@ -55,6 +55,14 @@ def test_a_missing_or_broken_package_makes_a_backend_unavailable(monkeypatch):
 
     monkeypatch.setattr(attention.importlib, "import_module", broken)
     assert "kernels does not import: undefined symbol" in BACKENDS["kernels-community/flash-attn2"].unavailable()
+    monkeypatch.setattr(attention.importlib, "import_module", lambda name: None)  # imports: the hub decides
+    from huggingface_hub import constants
+
+    offline = "downloads its kernel from the Hugging Face hub, and HF_HUB_OFFLINE is set"
+    for hub_offline, expected in ((True, offline), (False, None)):
+        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", hub_offline)
+        assert BACKENDS["kernels-community/vllm-flash-attn3"].unavailable() == expected
+        assert BACKENDS["flash_attention_2"].unavailable() is None  # a local package needs no hub
 
 
 def test_layouts_put_each_token_in_the_same_place():

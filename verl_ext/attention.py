@@ -66,6 +66,11 @@ class AttentionBackend:
             importlib.import_module(module)
         except Exception as e:  # a CUDA extension built for another torch fails here, not in find_spec
             return f"needs the {distribution} package ({module} does not import: {e})"
+        if self.from_hub:
+            from huggingface_hub import constants
+
+            if constants.HF_HUB_OFFLINE:
+                return "downloads its kernel from the Hugging Face hub, and HF_HUB_OFFLINE is set"
         return None
 
 
