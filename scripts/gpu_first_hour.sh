@@ -11,8 +11,8 @@
 #   scripts/gpu_first_hour.sh                      # on the GPU machine, from anywhere
 #   MODEL_PATH=/models/Qwen2.5-1.5B scripts/gpu_first_hour.sh   # its weights in step 1, its shape in step 2
 #   DEVICE=cpu SIZE=tiny scripts/gpu_first_hour.sh # the dry run on a CPU (tiny model; not a measurement)
-# Environment: OUT (default: the repository's outputs/gpu_first_hour), BUDGET_S, PYTHON (default python3), HF_HUB_OFFLINE (default 1:
-# hub kernels are tried only where the hub is reachable; set 0 there).
+# Environment: OUT (default: the repository's outputs/gpu_first_hour), BUDGET_S, PYTHON (default python3),
+# HF_HUB_OFFLINE (default 1: hub kernels are skipped; set 0 where the hub is reachable).
 set -uo pipefail
 
 [[ -n ${MODEL_PATH:-} ]] && { MODEL_PATH=$(cd "$MODEL_PATH" && pwd) || exit 1; }  # paths given: from here
@@ -20,7 +20,8 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PYTHON=${PYTHON:-python3}
 DEVICE=${DEVICE:-cuda}
-if [[ $DEVICE == cpu ]]; then SIZE=${SIZE:-tiny}; CPU_FLAG=(--cpu); REPEATS=1; else SIZE=${SIZE:-1.5b}; CPU_FLAG=(); REPEATS=3; fi
+if [[ $DEVICE == cpu ]]; then SIZE=${SIZE:-tiny}; CPU_FLAG=(--cpu); REPEATS=1
+else SIZE=${SIZE:-1.5b}; CPU_FLAG=(); REPEATS=3; fi
 OUT=${OUT:-outputs/gpu_first_hour}
 BUDGET_S=${BUDGET_S:-540}
 MODEL_ARGS=()
@@ -37,24 +38,26 @@ limited() {  # limited SECONDS COMMAND...: coreutils' timeout where the machine 
   if command -v timeout >/dev/null; then timeout --kill-after=10 "$seconds" "$@"; else "$@"; fi
 }
 echo "gpu_first_hour: device $DEVICE, model ${MODEL_PATH:-random weights ($SIZE shape)}, budget ${BUDGET_S} s, out $OUT"
-"$PYTHON" -c 'import torch, transformers; print(f"torch {torch.__version__} (CUDA {torch.version.cuda}), transformers {transformers.__version__}")' \
+"$PYTHON" -c 'import torch, transformers as t; print(f"torch {torch.__version__}, transformers {t.__version__}")' \
   || { echo "gpu_first_hour: torch and transformers must import" >&2; exit 1; }
 
 # 1. actor update per backend: at most a third of the budget (flex_attention compiles on its first call)
 limit=$(( $(left) / 3 + 1 ))
-limited "$limit" "$PYTHON" -m verl_ext.check_gpu --no-vllm ${CPU_FLAG[@]+"${CPU_FLAG[@]}"} ${MODEL_ARGS[@]+"${MODEL_ARGS[@]}"} \
-  --json "$OUT/update.json" 2>&1 | tee "$OUT/update.log"
+limited "$limit" "$PYTHON" -m verl_ext.check_gpu --no-vllm ${CPU_FLAG[@]+"${CPU_FLAG[@]}"} \
+  ${MODEL_ARGS[@]+"${MODEL_ARGS[@]}"} --json "$OUT/update.json" 2>&1 | tee "$OUT/update.log"
 update_rc=${PIPESTATUS[0]}
-[[ $update_rc == 124 || $update_rc == 137 ]] && echo "gpu_first_hour: update check stopped at its ${limit} s limit" >&2
+[[ $update_rc == 124 || $update_rc == 137 ]] && echo "gpu_first_hour: update check stopped at ${limit} s" >&2
 
 # 2. attention bench: starts no measurement in its last 60 s, stopped 15 s before the end of the budget
 limit=$(( $(left) > 16 ? $(left) - 15 : 1 ))
 limited "$limit" "$PYTHON" -m verl_ext.bench.attention --device "$DEVICE" --size "$SIZE" --repeats "$REPEATS" \
-  ${MODEL_ARGS[@]+"${MODEL_ARGS[@]}"} --budget-s $(( limit - 60 > 0 ? limit - 60 : 0 )) --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log"
+  ${MODEL_ARGS[@]+"${MODEL_ARGS[@]}"} --budget-s $(( limit - 60 > 0 ? limit - 60 : 0 )) --json "$OUT/bench.json" \
+  2>&1 | tee "$OUT/bench.log"
 bench_rc=${PIPESTATUS[0]}
 [[ $bench_rc == 124 || $bench_rc == 137 ]] && echo "gpu_first_hour: bench stopped at its ${limit} s limit" >&2
 
 # 3. one table
 "$PYTHON" -m verl_ext.bench.attention --summary "$OUT" || exit 1
-echo "gpu_first_hour: $(( SECONDS - start )) s; update check exit $update_rc, bench exit $bench_rc; table: $OUT/results.md"
+echo "gpu_first_hour: $(( SECONDS - start )) s; update check exit $update_rc, bench exit $bench_rc;" \
+  "table: $OUT/results.md"
 [[ $update_rc == 0 && $bench_rc == 0 ]]
