@@ -3,7 +3,9 @@
 * :func:`check_supported` - what trainer mode ``verl_ext`` cannot run: another ``trainer.v1.trainer_mode``
   (the async modes), ``parameter_sync_step > 1``, prompt refills (``sync_refill_failed_groups``),
   verl's DAPO ``algorithm.filter_groups`` (filter with ``rollout_filter=``), distillation, and a critic
-  whose mini-batch differs from the actor's.
+  whose mini-batch differs from the actor's; inside Ray (the trainer's constructor), also
+  :func:`check_ray_cpus`.
+* :func:`check_ray_cpus` - the Ray nodes' free logical CPUs hold verl's placement groups (else verl waits forever).
 * :func:`check_recipe_keys` - every key a recipe YAML sets exists in the config composed without it
   (a typo in a recipe composes silently otherwise: Hydra adds the key), and every ``???`` a recipe
   declares is given on the command line (``???`` merged onto verl's default keeps the default).
@@ -55,6 +57,43 @@ def check_supported(config) -> None:
                         "one mini-batch plan)")
     if problems:
         raise ValueError("not supported by trainer mode verl_ext:\n  " + "\n  ".join(problems))
+    check_ray_cpus(config)
+
+
+# ------------------------------------------------------------------ Ray resources
+BUNDLE_CPUS = 3  # a rank's bundle: ResourcePoolManager.max_colocate_count (single_controller/ray/base.py:192, 146)
+
+
+def placement_groups_that_fit(free_cpus: Iterable[float], ranks_per_node: int) -> int:
+    """How many of verl's per-node placement groups (``ranks_per_node`` bundles of :data:`BUNDLE_CPUS` CPUs,
+    STRICT_PACK: all on one node, ``single_controller/ray/base.py:146-158``) the nodes' free CPUs hold."""
+    need = BUNDLE_CPUS * ranks_per_node
+    return sum(int(cpus // need) for cpus in free_cpus)
+
+
+def check_ray_cpus(config, free_cpus: Mapping[str, float] | None = None) -> None:
+    """The free logical CPUs per node (default: the running Ray cluster's, after the helper actors such as
+    TransferQueue's; nothing to check outside Ray) hold ``trainer.nnodes`` placement groups of
+    ``trainer.n_gpus_per_node`` ranks; verl would otherwise wait for them forever without a message
+    (``ray.get(pg.ready())``, ``single_controller/ray/base.py:160``)."""
+    if free_cpus is None:
+        import ray
+
+        if not ray.is_initialized():
+            return
+        from ray._private.state import available_resources_per_node  # as verl does, ray/base.py:228
+
+        free_cpus = {node: res.get("CPU", 0.0) for node, res in available_resources_per_node().items()}
+    nnodes, ranks = int(config.trainer.nnodes), int(config.trainer.n_gpus_per_node)
+    if placement_groups_that_fit(free_cpus.values(), ranks) < nnodes:
+        free = ", ".join(f"{cpus:g}" for cpus in free_cpus.values())
+        raise ValueError(
+            f"too few logical CPUs for verl's placement groups: trainer.nnodes={nnodes} groups, each "
+            f"{ranks} rank(s) x {BUNDLE_CPUS} CPUs = {BUNDLE_CPUS * ranks} on one node "
+            f"(single_controller/ray/base.py:146-160), but the nodes have {free} CPUs free after the helper actors; "
+            "verl would wait forever. Logical CPUs are scheduling slots, not cores: start each node with more "
+            "(ray start --num-cpus, NUM_CPUS= scripts/ray_cluster.sh) or raise ray_kwargs.ray_init.num_cpus "
+            "(a private Ray instance).")
 
 
 # ------------------------------------------------------------------ recipe keys
