@@ -10,7 +10,8 @@
 # Environment:
 #   RAY_PORT        the head's GCS port (default 6379)
 #   HEAD_ADDR       worker: the head node's IP (127.0.0.1 when the nodes share a host)
-#   NODE_IP         this node's IP as Ray announces it (default: Ray's choice; printed: hostname -I's first)
+#   NODE_IP         passed as ray start --node-ip-address, and the head's printed address (default: Ray's choice;
+#                   printed: hostname -I's first)
 #   RAY_AUTH_MODE   token (default) | disabled. token: the head creates ~/.ray/auth_token when missing; every
 #                   worker node and the driver need the same token (copy the file, or RAY_AUTH_TOKEN /
 #                   RAY_AUTH_TOKEN_PATH) and RAY_AUTH_MODE=token. Ray 2.60 left unset turns token auth on at the
@@ -39,7 +40,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 RAY="${RAY:-$( [[ -x "$ROOT/.venv/bin/ray" ]] && echo "$ROOT/.venv/bin/ray" || echo ray )}"
 PORT="${RAY_PORT:-6379}"
-TEMP_DIR="${RAY_TEMP_DIR:-/tmp/ray}"
+TEMP_DIR="$(realpath -m "${RAY_TEMP_DIR:-/tmp/ray}")"
 START_TIMEOUT_S="${START_TIMEOUT_S:-120}"
 STATE="$TEMP_DIR/ray_cluster_session"  # the session dir of the node started here
 CPU_MODE="${CPU:-0}"
@@ -64,23 +65,24 @@ auth_mode() {  # the explicit mode, exported for ray start / ray status
 has_token() { [[ -n "${RAY_AUTH_TOKEN:-}" || -s "${RAY_AUTH_TOKEN_PATH:-$HOME/.ray/auth_token}" ]]; }
 
 session_pids() {  # PIDs of the session in $STATE: its processes, their process groups, and their children
-  local session pid pgids=() pids=() more
+  local session pattern pgid own_pgid pids=() more
   [[ -s "$STATE" ]] || return 0
   session="$(cat "$STATE")"
-  for pid in $(pgrep -f -- "$session" || true); do
-    pids+=("$pid")
-    pgids+=("$(ps -o pgid= -p "$pid" | tr -d ' ')")
-  done
-  for pid in $(printf '%s\n' "${pgids[@]}" | sort -u); do
-    [[ -n "$pid" && "$pid" != "$(ps -o pgid= -p $$ | tr -d ' ')" ]] && pids+=($(pgrep -g "$pid" || true))
+  [[ "$session" == "$TEMP_DIR"/session_* ]] || return 0
+  pattern="$(sed 's/[][\.*^$+?(){}|]/\\&/g' <<<"$session")"
+  pids=($(pgrep -f -- "$pattern" || true))
+  (( ${#pids[@]} )) || return 0  # nothing runs: no process groups or children to look for
+  own_pgid="$(ps -o pgid= -p $$ | tr -d ' ')"
+  for pgid in $(ps -o pgid= -p "$(IFS=,; echo "${pids[*]}")" | sort -u || true); do
+    if [[ "$pgid" != "$own_pgid" ]] && (( pgid > 1 )); then pids+=($(pgrep -g "$pgid" || true)); fi
   done
   while :; do  # children (Ray's workers run in process groups of their own)
-    more=($(pgrep -P "$(IFS=,; echo "${pids[*]:-0}")" || true))
+    more=($(pgrep -P "$(IFS=,; echo "${pids[*]}")" || true))
     more=($(comm -13 <(printf '%s\n' "${pids[@]}" | sort -u) <(printf '%s\n' "${more[@]}" | sort -u)))
     (( ${#more[@]} )) || break
     pids+=("${more[@]}")
   done
-  printf '%s\n' "${pids[@]}" | sort -u | grep -vx "$$" || true
+  printf '%s\n' "${pids[@]}" | sort -u | grep -vx -e "$$" -e 1 || true
 }
 
 alive() { local p; for p in "$@"; do if kill -0 "$p" 2>/dev/null; then echo "$p"; fi; done; }
