@@ -23,12 +23,22 @@ CPU_RECIPE = ("bots", "cpu_embedded", "actor_rollout_ref.model.path=/m")
     ("trainer.v1.sampler.sync_refill_failed_groups=true", "sync_refill_failed_groups"),
     ("algorithm.filter_groups.enable=true", "algorithm.filter_groups.enable"),
     ("distillation.enabled=true", "distillation.enabled"),
+    ("actor_rollout_ref.actor.ulysses_sequence_parallel_size=2", "actor: ulysses_sequence_parallel_size=2 with attention sdpa"),
+    ("actor_rollout_ref.ref.ulysses_sequence_parallel_size=2", "ref: ulysses_sequence_parallel_size=2 with attention sdpa"),
 ])
 def test_unsupported_settings_are_refused_by_name(override, named):
     check_supported(compose_recipe(*CPU_RECIPE))  # the recipe itself is fine
     with pytest.raises(ValueError, match="not supported by trainer mode verl_ext") as err:
         check_supported(compose_recipe(*CPU_RECIPE, override))
     assert named in str(err.value)
+
+
+def test_sequence_parallelism_is_accepted_with_flash_attention_only():
+    flash = "actor_rollout_ref.model.override_config.attn_implementation=flash_attention_2"
+    check_supported(compose_recipe(*CPU_RECIPE, flash, "actor_rollout_ref.actor.ulysses_sequence_parallel_size=2"))
+    flex = "actor_rollout_ref.model.override_config.attn_implementation=flex_attention"
+    with pytest.raises(ValueError, match="with attention flex_attention"):
+        check_supported(compose_recipe(*CPU_RECIPE, flex, "actor_rollout_ref.actor.ulysses_sequence_parallel_size=2"))
 
 
 def _recipes_with(tmp_path: Path, old: str, new: str) -> Path:

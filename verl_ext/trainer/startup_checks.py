@@ -55,9 +55,27 @@ def check_supported(config) -> None:
     if need_critic(config) and config.critic.ppo_mini_batch_size != config.actor_rollout_ref.actor.ppo_mini_batch_size:
         problems.append("critic.ppo_mini_batch_size != actor_rollout_ref.actor.ppo_mini_batch_size (both follow "
                         "one mini-batch plan)")
+    problems += attention_problems(config)
     if problems:
         raise ValueError("not supported by trainer mode verl_ext:\n  " + "\n  ".join(problems))
     check_ray_cpus(config)
+
+
+def attention_problems(config) -> list[str]:
+    """The actor's (and reference's, which copies the actor's model config) attention backend against its Ulysses
+    sequence-parallel size (:func:`verl_ext.attention.config_problems`)."""
+    from verl_ext.attention import backend_of, config_problems
+
+    model = config.actor_rollout_ref.model
+    attention = str((model.get("override_config") or {}).get("attn_implementation", "flash_attention_2"))
+    backend = backend_of(attention, bool(model.get("use_remove_padding", True)))
+    problems = []
+    for role in ("actor", "ref"):
+        section = config.actor_rollout_ref[role]
+        sp = max(int(section.get("ulysses_sequence_parallel_size") or 1),
+                 int((section.get("fsdp_config") or {}).get("ulysses_sequence_parallel_size") or 1))
+        problems += [f"actor_rollout_ref.{role}: {p}" for p in config_problems(backend, ulysses_sequence_parallel_size=sp)]
+    return problems
 
 
 # ------------------------------------------------------------------ Ray resources
