@@ -1,7 +1,7 @@
 """``make demo``: a data-selection method at work in real verl training, on this CPU, offline.
 
 1. **Warm start** (cached after the first run): SmolLM2-135M-Instruct, the embedded model, after a
-   short SFT with verl's SFT trainer on worked one-digit arithmetic (:mod:`verl_ext.models.warm_start`),
+   short SFT with verl's SFT trainer on worked one-digit arithmetic (:mod:`verl_ext.warm_start`),
    so that it solves the tasks some of the time.
 2. **Task pool and reference pass rates** (cached): ``--pool`` embedded ``arithmetic_easy`` training
    tasks; BOTS's implicit evidence reads each task's pass rate under a weak reference (the embedded
@@ -278,7 +278,7 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
 def main(argv: list[str] | None = None) -> int:
     args, extra = parse_args(sys.argv[1:] if argv is None else argv)
     from eval import evaluate, plots
-    from verl_ext.models.warm_start import WarmStartConfig, warm_start_info, warm_start_path
+    from verl_ext.warm_start import WarmStartConfig, warm_start_info, warm_start_path
 
     import transformers
 

@@ -262,7 +262,7 @@ def test_cpu_preset_composes_for_the_cpu(selector):
 
     prep, warm, train = commands(_launch("cpu_embedded.sh", selector, FORCE="1", DATA_DIR="/d"))
     assert prep[1:] == ["-m", "data_prep", "countdown", "--out", "/d", "--train-size", "64", "--test-size", "8"]
-    assert warm[1:] == ["-m", "verl_ext.models.warm_start", "--task", "countdown"]
+    assert warm[1:] == ["-m", "verl_ext.warm_start", "--task", "countdown"]
     assert train[3:7] == ["--cpu", "--config-dir", str(RECIPES), "+progress=cpu_embedded"]
     assert f"trainer.experiment_name=cpu_embedded-rloo-{selector}" in train and "trainer.nnodes=1" not in train
     assert any(w.startswith("actor_rollout_ref.model.path=") and "-sft-countdown-" in w for w in train)

@@ -1,4 +1,4 @@
-"""The warm-started embedded policy (verl_ext.models.warm_start): built once through the real SFT path, cached
+"""The warm-started embedded policy (verl_ext.warm_start): built once through the real SFT path, cached
 with its marker, rebuilt on request; the 2-layer truncated model keeps it fast."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from verl_ext.models.embedded import embedded_model_path
-from verl_ext.models.warm_start import WarmStartConfig, warm_start_info, warm_start_path
+from verl_ext.warm_start import WarmStartConfig, warm_start_info, warm_start_path
 
 CONFIG = WarmStartConfig(steps=2, batch=4, lr=1e-4, eval_tasks=2, k=1, num_layers=2)
 
@@ -50,7 +50,7 @@ def test_cached_until_rebuilt_and_each_setting_has_its_own_directory(cache):
     assert marker.stat().st_mtime_ns == stamp  # reused, not rebuilt
     assert WarmStartConfig(steps=3, batch=4, num_layers=2).name() != CONFIG.name()
     env = {**os.environ, "VERL_EXT_CACHE": str(cache["root"].parent)}
-    cli = subprocess.run([sys.executable, "-m", "verl_ext.models.warm_start", "--num-layers", "2", "--steps", "2",
+    cli = subprocess.run([sys.executable, "-m", "verl_ext.warm_start", "--num-layers", "2", "--steps", "2",
                           "--batch", "4", "--lr", "1e-4", "--eval-tasks", "2", "--k", "1", "--rebuild"],
                          capture_output=True, text=True, env=env, timeout=600)
     assert cli.returncode == 0, cli.stdout[-2000:] + cli.stderr[-2000:]
