@@ -21,6 +21,7 @@ step with η = 1e-4 and names no optimiser; plain SGD at that rate barely moves 
 
 from __future__ import annotations
 
+import copy
 import math
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -200,17 +201,20 @@ class CbsScheduler:
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
+        """A snapshot: torch's ``Optimizer.state_dict`` hands out Adam's live moment tensors, so they are copied."""
         return {"mlp": {k: v.clone() for k, v in self.mlp.state_dict().items()},
-                "optimiser": self.optimiser.state_dict(), "normaliser": self.normaliser.state_dict(),
+                "optimiser": copy.deepcopy(self.optimiser.state_dict()), "normaliser": self.normaliser.state_dict(),
                 "gain": self.gain, "previous": self.previous,
                 "pending": None if self.pending is None else tuple(a.copy() for a in self.pending),
                 "rng": self.rng.bit_generator.state}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.mlp.load_state_dict(state["mlp"])
-        self.optimiser.load_state_dict(state["optimiser"])
+        # Optimizer.load_state_dict keeps the given tensors (same dtype / device) and Adam updates them in place
+        self.optimiser.load_state_dict(copy.deepcopy(state["optimiser"]))
         self.normaliser.load_state_dict(state["normaliser"])
-        self.gain, self.previous, self.pending = state["gain"], state["previous"], state["pending"]
+        self.gain, self.previous = state["gain"], state["previous"]
+        self.pending = None if state["pending"] is None else tuple(np.array(a) for a in state["pending"])
         self.rng.bit_generator.state = state["rng"]
 
 
