@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+import torch
 
 from verl_ext.axes.cbs_scheduler import FEATURES, CbsScheduler, CbsSchedulerConfig, RunningNormaliser, _fill
 
@@ -342,3 +343,40 @@ def test_round_statistics_come_from_every_rollout_of_the_step_not_the_prefiltere
     replay.filter_step(0, views[0])
     replay.filter_step(1, dataclasses.replace(views[1], reward=np.zeros(16), rollout_id=rollout_ids(1, 16)))
     assert all(np.isfinite(v) for v in replay.metrics().values())
+
+
+def _parameters(scheduler: CbsScheduler) -> list:
+    return [p.detach().clone() for p in scheduler.mlp.parameters()]
+
+
+def test_a_round_that_chose_nothing_is_skipped_whole_by_the_scheduler():
+    """[decision] No chosen rollout, no arm to reward: the next round folds no gain into the EMA and takes no
+    optimiser step (Adam's leftover momentum would otherwise move the MLP on a zero gradient)."""
+    s = CbsScheduler(CbsSchedulerConfig(lr=1e-2), seed=0)
+    x = np.random.default_rng(13).normal(size=(8, D))
+    s.begin_round(0.2, 0.5)
+    s.select(0, x, np.arange(8), 3, advantage=np.ones(8))
+    s.begin_round(0.4, 0.5)  # a real update: the gain is set and Adam has moments
+    gain, weights = s.gain, _parameters(s)
+    assert s.select(1, x, np.arange(8), 0, advantage=np.ones(8)).tolist() == []
+    s.begin_round(0.9, 0.1)
+    assert s.gain == gain and "scheduler_loss" not in s.metrics() and "round_reward" not in s.metrics()
+    assert all(torch.equal(a, b) for a, b in zip(weights, _parameters(s)))
+    assert s.previous == (0.9, 0.1)  # the next gain is measured from this round
+
+
+@pytest.mark.parametrize("name", ["cbs_star", "cbs"])
+def test_cbs_and_cbs_star_skip_a_round_whose_prefilter_kept_nothing_alike(name):
+    from verl_ext.axes import build_filter
+
+    views = _replay_views(np.random.default_rng(14), 3)
+    nothing = dataclasses.replace(views[1], reward=np.zeros(16))  # dynamic sampling keeps no group
+    f = build_filter({"name": name, "lr": 1e-2}, 0, [{"name": "dapo_dynamic", "oversample": 1}])
+    f.filter_step(0, views[0])
+    f.begin_step(1, nothing)  # rewards the step-0 choice: the MLP moves
+    scheduler = f.filters[-1].scheduler
+    gain, weights = scheduler.gain, _parameters(scheduler)
+    assert f.select(1, nothing).tolist() == [] and len(f.replay()) == 0
+    f.begin_step(2, views[2])
+    assert scheduler.gain == gain and all(torch.equal(a, b) for a, b in zip(weights, _parameters(scheduler)))
+

@@ -96,10 +96,9 @@ class CbsStarFilter(RolloutFilter):
         _begin_round(self.scheduler, rollouts)
 
     def select(self, step: int, rollouts: RolloutView) -> np.ndarray:
-        if len(rollouts) == 0:  # a prefilter kept nothing
-            return np.zeros(0, dtype=np.int64)
         features = rollout_features(rollouts)
-        k = max(1, int(round(self.config.keep_fraction * len(rollouts))))
+        # at least one, none when a prefilter kept none (the scheduler then skips the round)
+        k = min(len(rollouts), max(1, int(round(self.config.keep_fraction * len(rollouts)))))
         # all candidates are of this round: "newest first" is their order in the step
         return self.scheduler.select(step, features, np.arange(len(rollouts)), k, rollouts.advantage)
 

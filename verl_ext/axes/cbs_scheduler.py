@@ -9,7 +9,10 @@ the features and records what the update did with the chosen ones. Per round ``t
    ``G = (V_t − V_{t−1}) − w_e · 1[E_{t−1} > e_min] · (E_t − E_{t−1})`` is smoothed
    (``ĝ ← γ ĝ + (1 − γ) G``; ablation ``use_ema=False``: ``ĝ = G``) and squashed (``R̃ = sigmoid(ĝ)``),
    and the MLP takes one step of squared regression of ``f(x_i)`` on ``r_i = R̃ · |A_i|`` over the
-   previously chosen rollouts (their features at selection time);
+   previously chosen rollouts (their features at selection time). **[decision]** A round that chose nothing
+   (a prefilter kept no rollout) has no arm to reward: the next round skips both (no EMA fold, no optimiser
+   step, whose leftover Adam momentum would move the MLP on a zero gradient) and only records its ``V`` / ``E``;
+   paper 001 always selects ``K >= 1``;
 2. :meth:`CbsScheduler.select`: features standardised with running mean / std, each row L2-normalised,
    scored by the MLP (10 → 64 → 64 → 1, ReLU); each of the K slots takes the best-scoring unchosen
    candidate with probability ``1 − ε_t``, else the newest unchosen one (``ε_t = ε0`` during the warm-up
@@ -142,7 +145,7 @@ class CbsScheduler:
         return max(c.epsilon_min, c.epsilon0 - c.epsilon_decay * (step - c.warmup))
 
     def begin_round(self, mean_reward: float, mean_entropy: float) -> None:
-        """The round's fresh rollouts are scored: reward the previous selection and update the MLP."""
+        """The round's fresh rollouts are scored: reward the previous selection, if any, and update the MLP."""
         c = self.config
         self._metrics = {}
         if self.previous is not None and self.pending is not None:
@@ -192,7 +195,8 @@ class CbsScheduler:
             best_first = np.argsort(-self.scores(features), kind="stable")
             explore = self.rng.random(k) < eps
             chosen = _fill(best_first, np.asarray(newest_first), explore)
-        self.pending = (self.normaliser(features[chosen]), np.abs(np.asarray(advantage, dtype=np.float64)[chosen]))
+        self.pending = (self.normaliser(features[chosen]),
+                        np.abs(np.asarray(advantage, dtype=np.float64)[chosen])) if k else None  # None: skipped
         self._metrics.update(epsilon=eps, chosen=float(k), candidates=float(n))
         return np.sort(chosen)
 
