@@ -380,3 +380,29 @@ def test_cbs_and_cbs_star_skip_a_round_whose_prefilter_kept_nothing_alike(name):
     f.begin_step(2, views[2])
     assert scheduler.gain == gain and all(torch.equal(a, b) for a, b in zip(weights, _parameters(scheduler)))
 
+
+@pytest.mark.parametrize("field", ["reward", "advantage", "entropy"])
+@pytest.mark.parametrize("name", ["cbs_star", "cbs"])
+def test_non_finite_rollout_fields_are_refused_naming_the_step_and_field(name, field):
+    from verl_ext.axes import build_filter
+
+    views = _replay_views(np.random.default_rng(15), 2)
+    f = build_filter({"name": name}, 0)
+    f.filter_step(0, views[0])
+    values = getattr(views[1], field).copy()
+    values[3] = np.nan if field != "advantage" else np.inf
+    with pytest.raises(ValueError, match=rf"rollout_filter={name}: step 1 .*{field}"):
+        f.filter_step(1, dataclasses.replace(views[1], **{field: values}))
+
+
+@pytest.mark.parametrize("field", ["entropy", "clip_fraction"])
+def test_cbs_refuses_non_finite_update_statistics(field):
+    from verl_ext.axes import build_filter
+
+    view = _replay_views(np.random.default_rng(16), 1)[0]
+    f = build_filter({"name": "cbs"}, 0)
+    ids = view.rollout_id[f.filter_step(0, view)]
+    stats = {"entropy": np.full(len(ids), 0.5), "clip_fraction": np.full(len(ids), 0.1)}
+    stats[field][-1] = np.nan
+    with pytest.raises(ValueError, match=rf"rollout_filter=cbs: step 0 .*{field}"):
+        f.observe_update(0, ids, stats["entropy"], stats["clip_fraction"])

@@ -44,7 +44,7 @@ from typing import Optional
 
 import numpy as np
 
-from verl_ext.axes.base import TaskSelector
+from verl_ext.axes.base import TaskSelector, require_finite
 from verl_ext.axes.types import StepResults, TaskPool
 
 BAND_TOLERANCE = 1e-9  # the band is closed: ρ = 0.5 ± ε (up to rounding) stays
@@ -234,6 +234,7 @@ class AdsSelector(TaskSelector):
 
     # ---------------------------------------------------------------- update
     def update(self, step: int, results: StepResults) -> None:
+        require_finite(f"selector={self.config.name}", step, reward=results.reward)
         cfg = self.config
         stats = results.per_task()
         positions = self.pool.positions(stats.index)

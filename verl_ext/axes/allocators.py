@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from verl_ext.axes.base import BudgetAllocator
+from verl_ext.axes.base import BudgetAllocator, require_finite
 
 
 def check_budget(n_tasks: int, total: int, low: int, high: int) -> None:
@@ -71,6 +71,7 @@ class VarianceAllocator(BudgetAllocator):
         return counts
 
     def update(self, step: int, results) -> None:
+        require_finite(f"allocator={self.config.name}", step, reward=results.reward)
         stats = results.per_task()
         self._last_pass_rate.update(zip(stats.index.tolist(), stats.pass_rate.tolist()))
 

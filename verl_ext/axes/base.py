@@ -12,11 +12,24 @@ verl checkpoints), so a resumed run chooses exactly what an uninterrupted run wo
 from __future__ import annotations
 
 import abc
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
 from verl_ext.axes.types import RolloutView, StepResults, TaskPool
+
+
+def require_finite(component: str, step: int, **fields: Optional[np.ndarray]) -> None:
+    """Refuse NaN / inf in the named input ``fields`` (None: not given) with an error naming the component, the
+    step and the field: one NaN would otherwise spread through a learned state, or count silently as a failure."""
+    for field, values in fields.items():
+        if values is None:
+            continue
+        values = np.asarray(values, dtype=np.float64).ravel()
+        bad = np.flatnonzero(~np.isfinite(values))
+        if len(bad):
+            raise ValueError(f"{component}: step {step} has {len(bad)} non-finite {field} of {len(values)}, e.g. "
+                             f"{values[bad[:3]].tolist()} at positions {bad[:3].tolist()}")
 
 
 class Stateful(abc.ABC):

@@ -8,7 +8,9 @@
   replayed (:meth:`RolloutFilter.replay`), the trainer holding their tensors for every id in :meth:`stored`.
 
 In both, the round's ``V`` / ``E`` are the mean reward and mean token entropy of all the step's fresh rollouts
-(``begin_step``, before any prefilter such as DAPO's dynamic sampling, which would bias them towards 0.5).
+(``begin_step``, before any prefilter such as DAPO's dynamic sampling, which would bias them towards 0.5). There, too,
+a NaN / inf reward, advantage or entropy is refused (it would turn the normaliser and then the MLP NaN for the rest
+of the run); the trainer calls ``select`` only after ``begin_step`` (:meth:`RolloutFilter.filter_step`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from verl_ext.axes.base import RolloutFilter
+from verl_ext.axes.base import RolloutFilter, require_finite
 from verl_ext.axes.cbs_scheduler import FEATURES, CbsScheduler, CbsSchedulerConfig
 from verl_ext.axes.types import RolloutView
 
@@ -80,10 +82,12 @@ class CbsFilterConfig(CbsSchedulerConfig):
         return CbsSchedulerConfig(**{f.name: getattr(self, f.name) for f in fields(CbsSchedulerConfig)})
 
 
-def _begin_round(scheduler: CbsScheduler, rollouts: RolloutView) -> None:
+def _begin_round(name: str, scheduler: CbsScheduler, step: int, rollouts: RolloutView) -> None:
     """The round's V and E: mean reward and mean token entropy of all the step's rollouts (before prefilters)."""
     if rollouts.entropy is None:
         raise ValueError("CBS needs each rollout's mean token entropy (RolloutView.entropy) from the old-log-prob pass")
+    require_finite(f"rollout_filter={name}", step, reward=rollouts.reward, advantage=rollouts.advantage,
+                   entropy=rollouts.entropy)
     scheduler.begin_round(float(np.mean(rollouts.reward)), float(np.mean(rollouts.entropy)))
 
 
@@ -93,7 +97,7 @@ class CbsStarFilter(RolloutFilter):
         self.scheduler = CbsScheduler(config.scheduler(), seed)
 
     def begin_step(self, step: int, rollouts: RolloutView) -> None:
-        _begin_round(self.scheduler, rollouts)
+        _begin_round(self.config.name, self.scheduler, step, rollouts)
 
     def select(self, step: int, rollouts: RolloutView) -> np.ndarray:
         features = rollout_features(rollouts)
@@ -150,7 +154,7 @@ class CbsFilter(RolloutFilter):
         return np.sort(np.array([position[int(i)] for i in self.ids[chosen[fresh]]], dtype=np.int64))
 
     def begin_step(self, step: int, rollouts: RolloutView) -> None:
-        _begin_round(self.scheduler, rollouts)
+        _begin_round(self.config.name, self.scheduler, step, rollouts)
 
     def replay(self) -> np.ndarray:
         return self._replay.copy()
@@ -163,6 +167,7 @@ class CbsFilter(RolloutFilter):
             raise ValueError("rollout_filter=cbs needs each rollout's entropy (a feature): set "
                              "actor_rollout_ref.actor.entropy_coeff > 0, or keep verl's old-log-prob pass (no "
                              "rollout-correction bypass mode)")
+        require_finite(f"rollout_filter={self.config.name}", step, entropy=entropy, clip_fraction=clip_fraction)
         where = {int(i): p for p, i in enumerate(self.ids)}
         rows = np.array([where.get(int(i), -1) for i in rollout_id], dtype=np.int64)
         found = rows >= 0

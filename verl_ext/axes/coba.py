@@ -22,7 +22,7 @@ from typing import Optional
 import numpy as np
 
 from verl_ext.axes.allocators import check_budget
-from verl_ext.axes.base import BudgetAllocator
+from verl_ext.axes.base import BudgetAllocator, require_finite
 from verl_ext.axes.budget_solvers import geometric_allocate
 from verl_ext.axes.types import StepResults, TaskStats
 
@@ -234,6 +234,7 @@ class CobaAllocator(BudgetAllocator):
                              saturation_mean=float(np.mean(-np.expm1(-counts * p * (1 - p) / tau))))
 
     def update(self, step: int, results: StepResults) -> None:
+        require_finite(f"allocator={self.config.name}", step, reward=results.reward)
         stats = results.per_task()
         self.history.record(stats)
         self.rates = (self.rates + [float(stats.pass_rate.mean())])[-self.config.window:]

@@ -46,7 +46,7 @@ from typing import Optional
 
 import numpy as np
 
-from verl_ext.axes.base import TaskSelector
+from verl_ext.axes.base import TaskSelector, require_finite
 from verl_ext.axes.types import StepResults, TaskPool
 
 SIMILARITIES = ("cosine", "dot")
@@ -208,6 +208,7 @@ class DotsSelector(TaskSelector):
 
     # ---------------------------------------------------------------- update
     def update(self, step: int, results: StepResults) -> None:
+        require_finite(f"selector={self.config.name}", step, reward=results.reward)
         stats = results.per_task()
         positions = self.pool.positions(stats.index)
         difficulty = 1.0 - stats.pass_rate

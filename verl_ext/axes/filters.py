@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from verl_ext.axes.base import RolloutFilter
+from verl_ext.axes.base import RolloutFilter, require_finite
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,7 @@ class DegenerateGroupFilterConfig:
 
 class DegenerateGroupFilter(RolloutFilter):
     def select(self, step: int, rollouts) -> np.ndarray:
+        require_finite(f"rollout_filter={self.config.name}", step, reward=rollouts.reward)
         groups, inverse = np.unique(rollouts.group, return_inverse=True)
         high = np.full(len(groups), -np.inf)
         low = np.full(len(groups), np.inf)
@@ -67,6 +68,7 @@ class DapoDynamicFilterConfig:
 
 class DapoDynamicFilter(RolloutFilter):
     def select(self, step: int, rollouts) -> np.ndarray:
+        require_finite(f"rollout_filter={self.config.name}", step, reward=rollouts.reward)
         groups, first, inverse = np.unique(rollouts.group, return_index=True, return_inverse=True)
         high = np.full(len(groups), -np.inf)
         low = np.full(len(groups), np.inf)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from verl_ext.axes.allocators import check_budget
-from verl_ext.axes.base import BudgetAllocator
+from verl_ext.axes.base import BudgetAllocator, require_finite
 from verl_ext.axes.budget_solvers import table_allocate
 from verl_ext.axes.coba import TaskHistory
 from verl_ext.axes.types import StepResults
@@ -90,6 +90,7 @@ class KnapsackAllocator(BudgetAllocator):
         return counts
 
     def update(self, step: int, results: StepResults) -> None:
+        require_finite(f"allocator={self.config.name}", step, reward=results.reward)
         self.history.record(results.per_task())
 
     def metrics(self) -> dict[str, float]:

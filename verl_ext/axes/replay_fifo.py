@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from verl_ext.axes.base import RolloutFilter
+from verl_ext.axes.base import RolloutFilter, require_finite
 from verl_ext.axes.types import RolloutView
 
 
@@ -60,6 +60,7 @@ class ReplayFifoFilter(RolloutFilter):
     def select(self, step: int, rollouts: RolloutView) -> np.ndarray:
         if rollouts.rollout_id is None:
             raise ValueError("rollout_filter=replay_fifo needs stable rollout ids (RolloutView.rollout_id)")
+        require_finite("rollout_filter=replay_fifo", step, reward=rollouts.reward)
         c = self.config
         group_ids, first = np.unique(rollouts.group, return_index=True)
         want = int(round(c.fraction / (1.0 - c.fraction) * len(group_ids)))

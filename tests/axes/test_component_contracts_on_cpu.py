@@ -1,5 +1,6 @@
-"""Every registered component's ``state_dict()`` is a snapshot: later steps of the component, or of another one
-that loaded it, leave it unchanged (a checkpoint kept in memory must not drift with training, e.g. Adam's moments)."""
+"""What every registered selector, allocator and rollout filter owes the trainer: its ``state_dict()`` is a snapshot
+(later steps of the component, or of another one that loaded it, leave it unchanged: a checkpoint kept in memory must
+not drift with training, e.g. Adam's moments), and a NaN / inf reward is refused with an error naming the step."""
 
 from __future__ import annotations
 
@@ -25,24 +26,32 @@ def pool():
     return World(WorldConfig(tasks=600, held_out=10, ads_clusters=8), 0).pool(("bots", "ads", "dots", "progress"))
 
 
-def _rewards(tasks: np.ndarray, counts: np.ndarray, rng: np.random.Generator) -> StepResults:
+def _binary(size: int, rng: np.random.Generator, nan: bool) -> np.ndarray:
+    """Random 0 / 1 rewards; with ``nan`` the second one is NaN."""
+    reward = rng.integers(0, 2, size=size).astype(np.float64)
+    reward[1] = np.nan if nan else reward[1]
+    return reward
+
+
+def _rewards(tasks: np.ndarray, counts: np.ndarray, rng: np.random.Generator, nan: bool) -> StepResults:
     task_index = np.repeat(tasks, counts)
-    return StepResults.from_rewards(task_index, rng.integers(0, 2, size=len(task_index)))
+    return StepResults.from_rewards(task_index, _binary(len(task_index), rng, nan))
 
 
-def _play(axis: str, component, pool, steps: range, rng: np.random.Generator) -> None:
+def _play(axis: str, component, pool, steps: range, rng: np.random.Generator, nan_at: int | None = None) -> None:
     """The trainer's calls on ``component`` for ``steps`` (``verl_ext/trainer/mode.py``: select / allocate ->
-    update; filter_step -> observe_update), on random binary rewards."""
+    update; filter_step -> observe_update), on random binary rewards, one of them NaN at step ``nan_at``."""
     for step in steps:
+        nan = step == nan_at
         if axis == "selector":
             tasks = component.select(step, BATCH)
-            component.update(step, _rewards(tasks, np.full(len(tasks), ROLLOUTS), rng))
+            component.update(step, _rewards(tasks, np.full(len(tasks), ROLLOUTS), rng, nan))
         elif axis == "allocator":
             tasks = rng.choice(pool.index, BATCH, replace=False)
-            component.update(step, _rewards(tasks, component.allocate(step, tasks, BATCH * ROLLOUTS), rng))
+            component.update(step, _rewards(tasks, component.allocate(step, tasks, BATCH * ROLLOUTS), rng, nan))
         else:
             groups = 16
-            reward = rng.integers(0, 2, size=groups * ROLLOUTS).astype(np.float64)
+            reward = _binary(groups * ROLLOUTS, rng, nan)
             view = RolloutView(task_index=np.repeat(rng.choice(pool.index, groups, replace=False), ROLLOUTS),
                                group=np.repeat(np.arange(groups), ROLLOUTS), reward=reward,
                                advantage=reward - reward.reshape(groups, ROLLOUTS).mean(1).repeat(ROLLOUTS),
@@ -95,3 +104,26 @@ def test_state_dict_is_a_copy_that_later_steps_leave_unchanged(axis, name, pool)
     _play(axis, resumed, pool, range(4, 7), rng)  # a component resumed from it trains on
     assert _equal(state, frozen), f"{axis}={name}: a state_dict loaded into another component changed with it"
 
+
+# nothing they compute reads a reward: a NaN one passes through them unread
+READS_NO_REWARD = {("selector", "uniform"), ("selector", "sequential"), ("allocator", "fixed"),
+                   ("rollout_filter", "keep_all")}
+
+
+# progress.py refuses a NaN reward (types.GroupRewards) without naming the component and step: its one-line fix is
+# another change's (verl_ext/axes/progress.py is being edited); strict, so this fails once it lands
+PENDING = pytest.mark.xfail(strict=True, reason="progress.py: require_finite in update, not yet applied")
+
+
+@pytest.mark.parametrize(("axis", "name"), [pytest.param(a, n, marks=PENDING) if n in ("progress", "prompt_utility")
+                                            else (a, n) for a, n in COMPONENTS],
+                         ids=[f"{a}={n}" for a, n in COMPONENTS])
+def test_a_nan_reward_is_refused_naming_the_step(axis, name, pool):
+    component = _build(axis, name, pool)
+    rng = np.random.default_rng(1)
+    _play(axis, component, pool, range(1, 3), rng)
+    if (axis, name) in READS_NO_REWARD:
+        _play(axis, component, pool, range(3, 4), rng, nan_at=3)
+        return
+    with pytest.raises(ValueError, match=rf"{axis}={name}: step 3 .*reward"):
+        _play(axis, component, pool, range(3, 4), rng, nan_at=3)
