@@ -1,12 +1,18 @@
 """Progress-aware bucket sampling and prompt-level utility (verl_ext/axes/progress.py, SPEC.md §5): learning
-progress, informativeness and the capped / density-ratio distributions against hand computations, sampling
-frequencies, the presets' SPEC values, resume."""
+progress, informativeness and the capped / density-ratio distributions against hand computations, the bounded
+distribution against a brute-force KL projection and an LP feasibility check, sampling frequencies, the presets'
+SPEC values, resume."""
 
 import copy
+import itertools
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.optimize import linprog
+from scipy.special import rel_entr
 
 from verl_ext.axes import StepResults, TaskPool, build_selector, make_config
 from verl_ext.axes.progress import bound_to_simplex
@@ -35,6 +41,89 @@ def test_bounds_move_the_excess_to_the_free_entries_until_none_is_violated():
                                [0.45, 0.45, 0.1])
     with pytest.raises(ValueError, match="no distribution"):
         bound_to_simplex(np.array([0.5, 0.5]), np.zeros(2), np.full(2, 0.4))
+
+
+def test_a_lower_and_an_upper_bound_binding_together_still_give_a_distribution_within_the_bounds():
+    # one pass of the old rule set 0.9 to 0.375 and the rest to 0.125: total 0.75
+    got = bound_to_simplex(np.array([0.9, 0.04, 0.03, 0.03]), np.full(4, 0.125), np.full(4, 0.375))
+    np.testing.assert_allclose(got, [0.375, 0.25, 0.1875, 0.1875], rtol=1e-12)  # free ones: 6.25 x p
+    # issue 25's case: density_ratio with epsilon 0, tau 0.05 (the old rule summed to 0.9 here)
+    sel = build_selector({"name": "progress", "prior": "data", "epsilon": 0.0, "temperature": 0.05, "cap": None,
+                          "ratio_clip": [0.5, 1.5]}, POOL, 0)
+    sel.update(1, results({100: [1, 1, 1, 1], 106: [1, 1, 1, 0.1], 109: [1, 0, 1, 0]}))
+    p = sel.distribution()
+    assert abs(p.sum() - 1) <= 1e-12
+    np.testing.assert_allclose(p / sel.p_data, [0.4 / 0.6, 1.5, 1.5], rtol=1e-12)
+
+
+def test_zero_entries_take_mass_only_when_the_others_are_all_at_their_upper_bounds():
+    np.testing.assert_array_equal(bound_to_simplex(np.array([0.5, 0.5, 0.0]), np.zeros(3), np.ones(3)),
+                                  [0.5, 0.5, 0.0])
+    # the limit of a vanishing equal weight on the zeros: 0.5 left, split evenly, 0.2 capped
+    np.testing.assert_allclose(bound_to_simplex(np.array([1.0, 0.0, 0.0]), np.zeros(3), np.array([0.5, 1, 0.2])),
+                               [0.5, 0.3, 0.2], rtol=1e-12)
+    with pytest.raises(ValueError, match="p must"):
+        bound_to_simplex(np.array([0.5, np.nan]), np.zeros(2), np.ones(2))
+    with pytest.raises(ValueError, match="lower <= upper"):
+        bound_to_simplex(np.array([0.5, 0.5]), np.array([0.6, 0]), np.array([0.4, 1]))
+
+
+def kl_projection_by_enumeration(p: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+    """Every split of the entries into at-lower / at-upper / free (free ones in proportion to ``p``, taking the
+    rest of the mass): the split within the bounds of least KL(q || p)."""
+    best, best_kl = None, np.inf
+    for sides in itertools.product((0, 1, 2), repeat=len(p)):
+        side = np.array(sides)
+        q, free = np.where(side == 0, lower, upper), side == 2
+        if free.any():
+            q[free] = p[free] * (1 - q[~free].sum()) / p[free].sum()
+        if abs(q.sum() - 1) < 1e-9 and np.all(q >= lower - 1e-12) and np.all(q <= upper + 1e-12):
+            kl = rel_entr(q, p).sum()
+            best, best_kl = (q, kl) if kl < best_kl else (best, best_kl)
+    return best
+
+
+@st.composite
+def box_and_distribution(draw, min_p: float):
+    k = draw(st.integers(2, 6))
+    unit = st.floats(0, 1)
+    p = np.array(draw(st.lists(st.floats(min_p, 1), min_size=k, max_size=k)))
+    p = p / p.sum() if p.sum() > 0 else np.full(k, 1 / k)
+    witness = np.array(draw(st.lists(st.floats(0.01, 1), min_size=k, max_size=k)))
+    witness /= witness.sum()  # a point of the box, so the box is feasible
+    shrink, grow = np.array(draw(st.lists(unit, min_size=k, max_size=k))), draw(st.lists(unit, min_size=k, max_size=k))
+    return p, witness * shrink, witness + (1 - witness) * np.array(grow)
+
+
+@settings(max_examples=150, deadline=None)
+@given(box_and_distribution(min_p=1e-3))
+def test_bounded_distribution_is_the_kl_projection_of_p_onto_the_box(case):
+    p, lower, upper = case
+    got = bound_to_simplex(p, lower, upper)
+    assert abs(got.sum() - 1) <= 1e-12 and np.all(got >= lower) and np.all(got <= upper)
+    np.testing.assert_allclose(got, kl_projection_by_enumeration(p, lower, upper), atol=1e-9)
+
+
+@settings(max_examples=150, deadline=None)
+@given(box_and_distribution(min_p=0.0))
+def test_bounded_distribution_sums_to_one_within_any_feasible_box_zeros_in_p_included(case):
+    p, lower, upper = case
+    got = bound_to_simplex(p, lower, upper)
+    assert abs(got.sum() - 1) <= 1e-12 and np.all(got >= lower) and np.all(got <= upper)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(2, 5).flatmap(lambda k: st.tuples(*[st.tuples(st.integers(0, 10), st.integers(0, 10))] * k)))
+def test_bounds_are_refused_exactly_when_the_lp_finds_no_distribution_within_them(pairs):
+    lower = np.array([min(a, b) for a, b in pairs]) / 20
+    upper = np.array([max(a, b) for a, b in pairs]) / 20
+    k = len(pairs)
+    feasible = linprog(np.zeros(k), A_eq=np.ones((1, k)), b_eq=[1.0], bounds=list(zip(lower, upper))).status == 0
+    if feasible:
+        assert abs(bound_to_simplex(np.full(k, 1 / k), lower, upper).sum() - 1) <= 1e-12
+    else:
+        with pytest.raises(ValueError, match="no distribution"):
+            bound_to_simplex(np.full(k, 1 / k), lower, upper)
 
 
 def test_bucket_uniform_progress_informativeness_and_distribution_by_hand():

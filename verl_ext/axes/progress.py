@@ -15,8 +15,8 @@ by learning progress and within-prompt reward variance, and its prompt-level fol
 Distribution: a bucket never observed keeps its prior probability; the other buckets share the rest as
 ``(1−ε) softmax(U/τ) + ε P_prior`` (both renormalised over them) **[decision: how "keep the prior until they get
 data" composes with Eq. 8-9]**. Then ``cap`` bounds every bucket (``density_ratio``: ``P(b) / P_data(b)`` within
-``ratio_clip``), enforced exactly by moving the excess to the unbounded buckets in proportion (repeated until
-no bound is violated) **[decision]**. Each step draws the bucket counts from Multinomial(batch, P) and, within a
+``ratio_clip``): P becomes the distribution within the bounds closest to it in KL, ``clip(c P, lower, upper)``
+(:func:`bound_to_simplex`) **[decision]**. Each step draws the bucket counts from Multinomial(batch, P) and, within a
 bucket, distinct prompts uniformly (a bucket asked for more prompts than it has gives them all; the rest is
 drawn again over the buckets with prompts left, by P). ``P_prior`` is uniform over buckets (``prior=uniform``)
 or their frequency in the training data (``prior=data``).
@@ -55,25 +55,59 @@ def softmax(x: np.ndarray, temperature: float) -> np.ndarray:
 
 
 def bound_to_simplex(p: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
-    """``p`` (sums to 1) with every entry moved into ``[lower, upper]``: violators are set to their bound and
-    the remaining mass is shared by the others in proportion to ``p``, until nothing is violated."""
-    p = np.asarray(p, dtype=np.float64)
+    """The distribution within ``[lower, upper]`` closest to ``p`` in KL(q ‖ p): ``q = clip(c p, lower, upper)``
+    with the one scale ``c`` that makes it sum to 1 **[decision]**.
+
+    Papers/004 §3.2 clips the bucket probability (cap 0.5 / 0.18) and ``P(b) / P_data(b)`` (to [0.5, 1.5]) but
+    says nothing of how the clipped mass is shared. The KL (information) projection keeps the ratios of the
+    unclipped buckets as the mixture set them, as a multiplicative clip of ``P / P_data`` suggests, and equals the
+    earlier rule (bound the violators, rescale the rest in proportion to ``p``) whenever only one side binds; a
+    Euclidean projection would instead shift every free bucket by the same amount. ``c`` is found exactly: the
+    sum is piecewise linear and increasing in ``c`` with knots ``lower / p`` and ``upper / p``; a bisection over
+    the sorted knots finds the segment, where the free entries share what the bounded ones leave in proportion to
+    ``p``. Entries of ``p`` below the smallest normal float count as 0: they stay at ``lower`` unless the others
+    cannot reach 1 even at ``upper``, then they fill the rest as the limit of an equal vanishing weight would.
+    Raises ``ValueError`` only when no distribution lies within the bounds."""
+    p, lower, upper = (np.asarray(a, dtype=np.float64) for a in (p, lower, upper))
+    if not (p.ndim == 1 and p.shape == lower.shape == upper.shape):
+        raise ValueError(f"p, lower and upper must be vectors of one length: {p.shape}, {lower.shape}, {upper.shape}")
+    if not (np.all(np.isfinite(p)) and np.all(p >= 0)):
+        raise ValueError(f"p must be finite and non-negative, got {p.tolist()}")
+    if not (np.all(np.isfinite(lower)) and np.all(np.isfinite(upper)) and np.all((0 <= lower) & (lower <= upper))):
+        raise ValueError(f"the bounds must be finite with 0 <= lower <= upper, got {lower.tolist()}, {upper.tolist()}")
+    upper = np.minimum(upper, 1.0)  # no probability exceeds 1: keeps the knots upper / p finite
     if lower.sum() > 1 + 1e-12 or upper.sum() < 1 - 1e-12:
         raise ValueError(f"no distribution within the bounds (lower sum {lower.sum():.3f}, upper sum "
                          f"{upper.sum():.3f})")
-    fixed = np.zeros(len(p), dtype=bool)
-    out = p.copy()
-    for _ in range(len(p) + 1):
-        free = ~fixed
-        mass = 1.0 - out[fixed].sum()
-        weight = p[free].sum()
-        out[free] = p[free] / weight * mass if weight > 0 else mass / free.sum()
-        low, high = free & (out < lower - 1e-15), free & (out > upper + 1e-15)
-        if not (low.any() or high.any()):
-            return out
-        out[low], out[high] = lower[low], upper[high]
-        fixed |= low | high
-    return out
+    q = lower.copy()
+    weighted = p >= np.finfo(np.float64).tiny
+    rest = 1.0 - lower[~weighted].sum()
+    if upper[weighted].sum() < rest:  # the weighted entries at their upper bounds and still short of 1
+        q[weighted] = upper[weighted]
+        zero = ~weighted
+        q[zero] = _scaled_clip(np.full(zero.sum(), 1.0), lower[zero], upper[zero], 1.0 - upper[weighted].sum())
+    elif weighted.any():
+        q[weighted] = _scaled_clip(p[weighted], lower[weighted], upper[weighted], rest)
+    return np.clip(q, lower, upper)  # rounding only: the sum stays within 1e-12
+
+
+def _scaled_clip(p: np.ndarray, lower: np.ndarray, upper: np.ndarray, total: float) -> np.ndarray:
+    """``clip(c p, lower, upper)`` summing to ``total`` (``p > 0``, ``sum(lower) <= total <= sum(upper)``)."""
+    knots = np.unique(np.concatenate([[0.0], lower / p, upper / p]))
+    at = lambda c: np.clip(c * p, lower, upper).sum()  # noqa: E731  (increasing in c)
+    lo, hi = 0, len(knots) - 1  # invariant: at(knots[lo]) < total <= at(knots[hi]), unless total is reached at 0
+    if at(knots[0]) >= total:
+        return lower.copy()
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if at(knots[mid]) < total else (lo, mid)
+    # no knot lies strictly inside (knots[lo], knots[hi]): each entry stays at one bound or is free there
+    at_lower, at_upper = lower / p >= knots[hi], upper / p <= knots[lo]
+    free = ~(at_lower | at_upper)
+    q = np.where(at_upper, upper, lower)
+    if free.any():  # none only when rounding left the sum a hair short of total at the last knot
+        q[free] = p[free] * (total - q[~free].sum()) / p[free].sum()
+    return q
 
 
 def mixture(utility: np.ndarray, seen: np.ndarray, prior: np.ndarray, epsilon: float, temperature: float):
