@@ -181,14 +181,11 @@ def effective_task_ratio(pass_rates: ArrayLike) -> float:
 
 
 def degenerate_group_rate(groups: ArrayLike, rewards: ArrayLike) -> float:
-    """Fraction of rollout groups (one id per rollout) whose rewards are all equal."""
-    _, inverse = np.unique(np.asarray(groups), return_inverse=True)
-    rewards = np.asarray(rewards, dtype=np.float64)
-    high = np.full(inverse.max() + 1, -np.inf)
-    low = np.full(inverse.max() + 1, np.inf)
-    np.maximum.at(high, inverse, rewards)
-    np.minimum.at(low, inverse, rewards)
-    return float(np.mean(high == low))
+    """Fraction of rollout groups (one id per rollout) whose rewards are all equal
+    (``verl_ext.axes.types.GroupRewards.degenerate``, the trainer's definition)."""
+    from verl_ext.axes.types import GroupRewards  # verl_ext.axes imports torch: only when a rate is computed
+
+    return float(np.mean(GroupRewards.of(groups, rewards).degenerate))
 
 
 def _log_series(run_dir: str | os.PathLike, key: str,

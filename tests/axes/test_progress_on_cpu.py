@@ -1,7 +1,7 @@
 """Progress-aware bucket sampling and prompt-level utility (verl_ext/axes/progress.py, SPEC.md §5): learning
 progress, informativeness and the capped / density-ratio distributions against hand computations, the bounded
-distribution against a brute-force KL projection and an LP feasibility check, sampling frequencies, the presets'
-SPEC values, resume."""
+distribution against a brute-force KL projection and an LP feasibility check, sampling frequencies, degenerate
+groups, the presets' SPEC values, resume."""
 
 import copy
 import itertools
@@ -186,6 +186,19 @@ def test_selection_draws_distinct_prompts_with_bucket_frequencies_following_the_
     batch = sel.select(9999, 8)
     assert len(set(batch.tolist())) == 8 and set(batch.tolist()) <= set(POOL.index.tolist())
     assert sorted(sel.select(10000, 10).tolist()) == list(range(100, 110))  # overflow re-drawn elsewhere
+
+
+def test_a_group_of_equal_non_zero_rewards_is_degenerate_for_both_selectors():
+    """Eight rewards of 0.1 (formatted but wrong): degenerate, with no informativeness; 0.1 and 1.0: mixed."""
+    step = results({100: [0.1] * 8, 106: [0.1] * 4 + [1.0] * 4})
+    bucket = build_selector({"name": "progress"}, POOL, 0)
+    bucket.update(1, step)
+    assert bucket.metrics()["degenerate_rate"] == 0.5 and bucket.informativeness[0] == 0.0
+    assert bucket.informativeness[1] == pytest.approx(np.var([0.1] * 4 + [1.0] * 4))
+    prompt = build_selector({"name": "prompt_utility"}, POOL, 0)
+    prompt.update(1, step)
+    assert prompt.degenerate[[0, 6]].tolist() == [1, 0] and prompt.metrics()["degenerate_rate"] == 0.5
+    assert prompt.variance[0] == 0.0 and prompt.utility()[0] == -1.0  # no progress or variance yet, all degenerate
 
 
 def test_random_buckets_partition_the_prompts_by_seed_only():

@@ -31,7 +31,7 @@ results' per-rollout ``format_valid`` flags when the trainer passes them, otherw
 (Countdown: 0.0 = no usable ``<answer>``).
 
 Logged per step: ``bucket_prob/<b>``, ``learning_progress/<b>``, ``informativeness/<b>`` (at most 16 buckets),
-``degenerate_rate`` (groups of the step with all-equal rewards), ``format_valid_rate``.
+``degenerate_rate`` (groups of the step with all-equal rewards: ``GroupRewards.degenerate``), ``format_valid_rate``.
 """
 
 from __future__ import annotations
@@ -269,7 +269,7 @@ def format_valid(results: StepResults) -> np.ndarray:
 
 
 def step_metrics(results: StepResults, stats) -> dict[str, float]:
-    return {"degenerate_rate": float(np.mean(stats.reward_var == 0)),
+    return {"degenerate_rate": float(np.mean(stats.degenerate)),
             "format_valid_rate": float(np.mean(format_valid(results)))}
 
 
@@ -329,7 +329,7 @@ class PromptUtilitySelector(TaskSelector):
         self.long[pos] = _ema(self.long[pos], stats.mean_reward, c.alpha_long, first)
         self.variance[pos] = stats.reward_var
         self.groups[pos] += 1
-        self.degenerate[pos] += stats.reward_var == 0
+        self.degenerate[pos] += stats.degenerate
         self.rollouts[pos] += stats.n
         valid = np.bincount(np.searchsorted(stats.index, results.task_index), weights=format_valid(results),
                             minlength=len(stats.index))

@@ -1,7 +1,7 @@
 """Plain NumPy views that the three axes exchange with the trainer glue (no verl, no torch).
 
 Every per-task quantity is keyed by the stable dataset index (``extra_info.index``), never by verl's
-per-step ``uid``.
+per-step ``uid``. :class:`GroupRewards` holds the one definition of a degenerate group.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,40 @@ class TaskPool:
 
 
 @dataclass(frozen=True)
+class GroupRewards:
+    """Lowest and highest reward of each rollout group (the rollouts of one prompt in one step), groups sorted by id.
+
+    A group is **degenerate** when all its rewards are equal (exactly ``min == max``; one rollout included): its
+    group-relative advantage is zero, so it gives GRPO / RLOO no signal. This is the only definition: the step
+    statistics, the progress selectors, the rollout filters, the trainer's ``data_selection/degenerate_group_rate``
+    and ``eval.metrics.degenerate_group_rate`` all read it. No variance threshold: a variance computed as
+    ``E[r²] − E[r]²`` is 3.5e-18, not 0, for eight rewards of 0.1.
+    """
+
+    ids: np.ndarray  # [G] distinct group ids, sorted
+    inverse: np.ndarray  # int64 [R], each reward's position in ids
+    first: np.ndarray  # int64 [G], position of each group's first reward
+    low: np.ndarray  # float [G]
+    high: np.ndarray  # float [G]
+
+    @classmethod
+    def of(cls, group: ArrayLike, reward: ArrayLike) -> "GroupRewards":
+        group, reward = np.asarray(group), np.asarray(reward, dtype=np.float64)
+        if group.shape != reward.shape or group.ndim != 1:
+            raise ValueError(f"one group id per reward: got {group.shape} ids for {reward.shape} rewards")
+        ids, first, inverse = np.unique(group, return_index=True, return_inverse=True)
+        low, high = np.full(len(ids), np.inf), np.full(len(ids), -np.inf)
+        np.minimum.at(low, inverse, reward)
+        np.maximum.at(high, inverse, reward)
+        return cls(ids, inverse.astype(np.int64), first.astype(np.int64), low, high)
+
+    @property
+    def degenerate(self) -> np.ndarray:
+        """bool [G]: all rewards of the group equal."""
+        return self.low == self.high
+
+
+@dataclass(frozen=True)
 class StepResults:
     """Scored rollouts of one step: one entry per rollout."""
 
@@ -61,12 +96,15 @@ class StepResults:
         return cls(np.asarray(task_index, dtype=np.int64), reward, reward >= success_threshold)
 
     def per_task(self) -> "TaskStats":
-        tasks, inverse, counts = np.unique(self.task_index, return_inverse=True, return_counts=True)
+        """Each task's rollouts of the step taken as one group (:class:`GroupRewards`)."""
+        groups = GroupRewards.of(self.task_index, self.reward)
+        tasks, inverse = groups.ids, groups.inverse
+        counts = np.bincount(inverse, minlength=len(tasks))
         successes = np.bincount(inverse, weights=self.success.astype(np.float64), minlength=len(tasks))
-        reward_sum = np.bincount(inverse, weights=self.reward, minlength=len(tasks))
-        reward_sq = np.bincount(inverse, weights=self.reward**2, minlength=len(tasks))
-        mean = reward_sum / counts
-        return TaskStats(tasks, counts, successes, mean, np.maximum(reward_sq / counts - mean**2, 0.0))
+        mean = np.bincount(inverse, weights=self.reward, minlength=len(tasks)) / counts
+        var = np.bincount(inverse, weights=(self.reward - mean[inverse]) ** 2, minlength=len(tasks)) / counts
+        degenerate = groups.degenerate
+        return TaskStats(tasks, counts, successes, mean, np.where(degenerate, 0.0, var), degenerate)
 
 
 @dataclass(frozen=True)
@@ -77,7 +115,8 @@ class TaskStats:
     n: np.ndarray  # int64 [T], rollouts
     successes: np.ndarray  # float [T]
     mean_reward: np.ndarray  # float [T]
-    reward_var: np.ndarray  # float [T], population variance within the task
+    reward_var: np.ndarray  # float [T], population variance within the task (two-pass; exactly 0 when degenerate)
+    degenerate: np.ndarray  # bool [T], all the task's rewards equal (GroupRewards.degenerate)
 
     @property
     def pass_rate(self) -> np.ndarray:

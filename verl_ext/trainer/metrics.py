@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from verl_ext.axes import RolloutView, StepResults
+from verl_ext.axes.types import GroupRewards
 
 PREFIX = "data_selection/"
 # Rollouts-per-task histogram bins (power-of-two ranges; the last is open): 1, 2-3, 4-7, ..., 128+
@@ -29,15 +30,10 @@ def selection_metrics(results: StepResults, view: RolloutView, counts: np.ndarra
     axis's own scalars by axis name (``TaskSelector.metrics``, ``BudgetAllocator.metrics``)."""
     stats = results.per_task()
     pass_rate = stats.pass_rate
-    groups, inverse = np.unique(view.group, return_inverse=True)
-    high = np.full(len(groups), -np.inf)
-    low = np.full(len(groups), np.inf)
-    np.maximum.at(high, inverse, view.reward)
-    np.minimum.at(low, inverse, view.reward)
     counts = np.asarray(counts, dtype=np.float64)
     return {
         PREFIX + "effective_task_ratio": float(np.mean((pass_rate > 0) & (pass_rate < 1))),
-        PREFIX + "degenerate_group_rate": float(np.mean(high == low)),
+        PREFIX + "degenerate_group_rate": float(np.mean(GroupRewards.of(view.group, view.reward).degenerate)),
         PREFIX + "selected_pass_rate_mean": float(np.mean(pass_rate)),
         PREFIX + "rollouts_per_task/min": float(counts.min()),
         PREFIX + "rollouts_per_task/mean": float(counts.mean()),
