@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from verl_ext.axes.base import RolloutFilter, require_finite
+from verl_ext.axes.types import GroupRewards
 
 
 @dataclass(frozen=True)
@@ -40,16 +41,12 @@ class DegenerateGroupFilterConfig:
 class DegenerateGroupFilter(RolloutFilter):
     def select(self, step: int, rollouts) -> np.ndarray:
         require_finite(f"rollout_filter={self.config.name}", step, reward=rollouts.reward)
-        groups, inverse = np.unique(rollouts.group, return_inverse=True)
-        high = np.full(len(groups), -np.inf)
-        low = np.full(len(groups), np.inf)
-        np.maximum.at(high, inverse, rollouts.reward)
-        np.minimum.at(low, inverse, rollouts.reward)
-        degenerate = (high == low) if self.config.drop == "all_equal" else (high <= 0)
+        groups = GroupRewards.of(rollouts.group, rollouts.reward)
+        degenerate = groups.degenerate if self.config.drop == "all_equal" else (groups.high <= 0)
         keep_group = ~degenerate
         if keep_group.sum() < self.config.min_keep:
             keep_group[np.flatnonzero(degenerate)[: self.config.min_keep - keep_group.sum()]] = True
-        return np.flatnonzero(keep_group[inverse])
+        return np.flatnonzero(keep_group[groups.inverse])
 
 
 @dataclass(frozen=True)
@@ -69,18 +66,14 @@ class DapoDynamicFilterConfig:
 class DapoDynamicFilter(RolloutFilter):
     def select(self, step: int, rollouts) -> np.ndarray:
         require_finite(f"rollout_filter={self.config.name}", step, reward=rollouts.reward)
-        groups, first, inverse = np.unique(rollouts.group, return_index=True, return_inverse=True)
-        high = np.full(len(groups), -np.inf)
-        low = np.full(len(groups), np.inf)
-        np.maximum.at(high, inverse, rollouts.reward)
-        np.minimum.at(low, inverse, rollouts.reward)
-        target = -(-len(groups) // self.config.oversample)
-        informative = np.flatnonzero(high > low)
-        keep = np.zeros(len(groups), dtype=bool)
-        keep[informative[np.argsort(first[informative], kind="stable")][:target]] = True
-        self._metrics = {"groups": float(len(groups)), "informative_groups": float(len(informative)),
+        groups = GroupRewards.of(rollouts.group, rollouts.reward)
+        target = -(-len(groups.ids) // self.config.oversample)
+        informative = np.flatnonzero(~groups.degenerate)
+        keep = np.zeros(len(groups.ids), dtype=bool)
+        keep[informative[np.argsort(groups.first[informative], kind="stable")][:target]] = True
+        self._metrics = {"groups": float(len(groups.ids)), "informative_groups": float(len(informative)),
                          "kept_groups": float(keep.sum()), "target_groups": float(target)}
-        return np.flatnonzero(keep[inverse])
+        return np.flatnonzero(keep[groups.inverse])
 
     def metrics(self) -> dict[str, float]:
         return dict(getattr(self, "_metrics", {}))

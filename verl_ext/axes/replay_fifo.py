@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from verl_ext.axes.base import RolloutFilter, require_finite
-from verl_ext.axes.types import RolloutView
+from verl_ext.axes.types import GroupRewards, RolloutView
 
 
 @dataclass(frozen=True)
@@ -62,18 +62,18 @@ class ReplayFifoFilter(RolloutFilter):
             raise ValueError("rollout_filter=replay_fifo needs stable rollout ids (RolloutView.rollout_id)")
         require_finite("rollout_filter=replay_fifo", step, reward=rollouts.reward)
         c = self.config
-        group_ids, first = np.unique(rollouts.group, return_index=True)
-        want = int(round(c.fraction / (1.0 - c.fraction) * len(group_ids)))
+        groups = GroupRewards.of(rollouts.group, rollouts.reward)
+        want = int(round(c.fraction / (1.0 - c.fraction) * len(groups.ids)))
         tasks = np.array(list(self.groups), dtype=np.int64)
         k = min(want, len(tasks))
         picked = self.rng.choice(tasks, size=k, replace=False) if k else np.zeros(0, np.int64)
         self._replay = np.sort(np.concatenate([self.groups[int(t)] for t in picked])) if k else np.zeros(0, np.int64)
         stored_now = 0
-        for g in group_ids[np.argsort(first)]:  # the step's groups in rollout order
-            members = np.flatnonzero(rollouts.group == g)
+        for g in np.argsort(groups.first):  # the step's groups in rollout order
+            members = np.flatnonzero(groups.inverse == g)
             task = int(rollouts.task_index[members[0]])
             self.groups.pop(task, None)  # the newest group of a task replaces the older one, informative or not
-            if np.ptp(rollouts.reward[members]) > 0:
+            if not groups.degenerate[g]:
                 self.groups[task] = rollouts.rollout_id[members].astype(np.int64)
                 stored_now += 1
         while len(self.groups) > c.capacity:
