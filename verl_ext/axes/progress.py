@@ -58,8 +58,8 @@ def bound_to_simplex(p: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.
     """The distribution within ``[lower, upper]`` closest to ``p`` in KL(q ‖ p): ``q = clip(c p, lower, upper)``
     with the one scale ``c`` that makes it sum to 1 **[decision]**.
 
-    Papers/004 §3.2 clips the bucket probability (cap 0.5 / 0.18) and ``P(b) / P_data(b)`` (to [0.5, 1.5]) but
-    says nothing of how the clipped mass is shared. The KL (information) projection keeps the ratios of the
+    Papers/004 §3.3 caps the bucket probability (0.5, 0.25, 0.18) or clips ``P(b) / P_data(b)`` to [0.5, 1.5]
+    [paper], but says nothing of how the clipped mass is shared. The KL (information) projection keeps the ratios of the
     unclipped buckets as the mixture set them, as a multiplicative clip of ``P / P_data`` suggests, and equals the
     earlier rule (bound the violators, rescale the rest in proportion to ``p``) whenever only one side binds; a
     Euclidean projection would instead shift every free bucket by the same amount. ``c`` is found exactly: the
@@ -94,7 +94,10 @@ def bound_to_simplex(p: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.
 def _scaled_clip(p: np.ndarray, lower: np.ndarray, upper: np.ndarray, total: float) -> np.ndarray:
     """``clip(c p, lower, upper)`` summing to ``total`` (``p > 0``, ``sum(lower) <= total <= sum(upper)``)."""
     knots = np.unique(np.concatenate([[0.0], lower / p, upper / p]))
-    at = lambda c: np.clip(c * p, lower, upper).sum()  # noqa: E731  (increasing in c)
+
+    def at(c: float) -> float:  # increasing in c
+        return float(np.clip(c * p, lower, upper).sum())
+
     lo, hi = 0, len(knots) - 1  # invariant: at(knots[lo]) < total <= at(knots[hi]), unless total is reached at 0
     if at(knots[0]) >= total:
         return lower.copy()
