@@ -110,14 +110,7 @@ READS_NO_REWARD = {("selector", "uniform"), ("selector", "sequential"), ("alloca
                    ("rollout_filter", "keep_all")}
 
 
-# progress.py refuses a NaN reward (types.GroupRewards) without naming the component and step: its one-line fix is
-# another change's (verl_ext/axes/progress.py is being edited); strict, so this fails once it lands
-PENDING = pytest.mark.xfail(strict=True, reason="progress.py: require_finite in update, not yet applied")
-
-
-@pytest.mark.parametrize(("axis", "name"), [pytest.param(a, n, marks=PENDING) if n in ("progress", "prompt_utility")
-                                            else (a, n) for a, n in COMPONENTS],
-                         ids=[f"{a}={n}" for a, n in COMPONENTS])
+@pytest.mark.parametrize(("axis", "name"), COMPONENTS, ids=[f"{a}={n}" for a, n in COMPONENTS])
 def test_a_nan_reward_is_refused_naming_the_step(axis, name, pool):
     component = _build(axis, name, pool)
     rng = np.random.default_rng(1)

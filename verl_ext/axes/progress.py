@@ -41,7 +41,7 @@ from typing import Optional
 
 import numpy as np
 
-from verl_ext.axes.base import TaskSelector
+from verl_ext.axes.base import TaskSelector, require_finite
 from verl_ext.axes.types import StepResults, TaskPool
 
 PRIORS = ("uniform", "data")
@@ -226,6 +226,7 @@ class ProgressSelector(TaskSelector):
 
     # ------------------------------------------------------------------ update
     def update(self, step: int, results: StepResults) -> None:
+        require_finite(f"selector={self.config.name}", step, reward=results.reward)
         c, stats = self.config, results.per_task()
         bucket = self.bucket_of[self.pool.positions(stats.index)]
         k = len(self.bucket_ids)
@@ -325,6 +326,7 @@ class PromptUtilitySelector(TaskSelector):
         return self.pool.index[positions]
 
     def update(self, step: int, results: StepResults) -> None:
+        require_finite(f"selector={self.config.name}", step, reward=results.reward)
         c, stats = self.config, results.per_task()
         pos = self.pool.positions(stats.index)
         first = ~self.seen[pos]
