@@ -43,33 +43,40 @@ def clusters(pool: TaskPool, tasks) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------------- boundary walk
+# Expected values worked by hand from the authors' rule (Richard-zrx/ADS ads_sampler.py, _nearest_free):
+# stayers first, easier movers ascending, harder movers descending; each takes the free slot nearest to
+# its neighbour s + move, trying distance 1, 2, ... from it, the requested direction first.
 @pytest.mark.parametrize("positions, move, size, expected", [
     ([4, 5, 6, 7], [-1, -1, -1, -1], 10, [3, 4, 5, 6]),  # window slides easier: vacated slots are free
     ([4, 5, 6, 7], [1, 1, 1, 1], 10, [5, 6, 7, 8]),  # and harder
-    ([3, 4, 5], [0, -1, 0], 10, [2, 3, 5]),  # easier slot held by a stayer: the next free one below
-    ([3, 4, 5], [1, 0, 0], 10, [4, 5, 6]),  # harder slots held by stayers: jumps over them
+    ([3, 4, 5], [0, -1, 0], 10, [2, 3, 5]),  # 4's neighbour 3 held by a stayer: two away, 2
+    ([3, 4, 5], [1, 0, 0], 10, [3, 4, 5]),  # the issue's case: 4 and 5 (two away) held, so 3 keeps its own
+    ([2, 3, 4], [-1, 0, 0], 10, [1, 3, 4]),  # free neighbour: taken
+    ([1, 2, 3], [0, 0, -1], 10, [1, 2, 3]),  # 2 and 1 held: 3 stays (no jump to 0, three away)
     ([4, 5], [1, -1], 10, [4, 5]),  # crossing movers swap (Eq. 6 is a bijection here)
     ([2, 3, 7], [0, -1, 1], 10, [1, 2, 8]),  # 3 passes the stayer at 2; 7 -> 8
-    ([0, 1, 2], [-1, -1, -1], 10, [0, 1, 2]),  # easiest edge: nothing easier, everyone stays
+    ([0, 1, 2], [-1, -1, -1], 10, [0, 1, 2]),  # easiest edge: the clamped neighbour is 0, everyone stays
     ([3, 4, 5], [1, 1, 1], 6, [3, 4, 5]),  # hardest edge
     ([0, 1, 2], [1, -1, 1], 3, [0, 1, 2]),  # cluster no larger than the mini-cluster: always all of it
-    ([0, 5], [-1, 1], 6, [0, 5]),  # both edges, blocked: stay
+    ([0, 5], [-1, 1], 6, [0, 5]),  # both edges: stay
 ])
 def test_walk_boundary_hand_built(positions, move, size, expected):
     assert walk_boundary(np.array(positions), np.array(move), size).tolist() == expected
 
 
-def test_walk_boundary_resolution_order_and_fallback():
-    # stayers 1 and 2; easier movers 3 and 4 in ascending order: 3 takes 0 (nearest free below), 4 takes 3
-    assert walk_boundary(np.array([1, 2, 3, 4]), np.array([0, 0, -1, -1]), 8).tolist() == [0, 1, 2, 3]
-    # harder movers 2 and 3 in descending order at the hard edge (size 5) with stayer 4: 3 finds nothing above
-    # and stays; 2 finds nothing free above (3, 4 claimed) and stays
-    assert walk_boundary(np.array([2, 3, 4]), np.array([1, 1, 0]), 5).tolist() == [2, 3, 4]
-    # blocked away from the edges: every slot that way is claimed, so the mover stays
-    assert walk_boundary(np.array([0, 1, 2, 3]), np.array([0, 0, 0, -1]), 8).tolist() == [0, 1, 2, 3]
-    assert walk_boundary(np.array([4, 5, 6, 7]), np.array([0, 1, 0, 0]), 8).tolist() == [4, 5, 6, 7]
+def test_walk_boundary_resolution_order_and_wider_search():
+    # stayers 1, 2; easier movers ascending: 3 finds 2 and 1 held and keeps 3; 4 finds 3 and 2 held and keeps 4
+    assert walk_boundary(np.array([1, 2, 3, 4]), np.array([0, 0, -1, -1]), 8).tolist() == [1, 2, 3, 4]
     # an easier mover takes a harder mover's slot (4 -> 3); the harder mover takes the slot it left
     assert walk_boundary(np.array([3, 4, 5]), np.array([1, -1, 0]), 6).tolist() == [3, 4, 5]
+    # stayers 2, 6; easier 1 -> 0, easier 3 -> 2 held -> 1; harder 4 -> 5; harder 0: 1, 2 and its own 0 held,
+    # so distance 2 from its neighbour 1: 3 (free, harder side first)
+    assert walk_boundary(np.array([0, 1, 2, 3, 4, 6]), np.array([1, -1, 0, -1, 1, 0]), 7).tolist() \
+        == [0, 1, 2, 3, 5, 6]
+    # stayers 2, 4, 7; easier 3 -> 2 held -> 1; easier 5 -> 4 held -> 3; harder 1: 2, 3 and its own 1 held,
+    # distance 2 from 2: 4 held, then 0 on the easier side
+    assert walk_boundary(np.array([1, 2, 3, 4, 5, 7]), np.array([1, 0, -1, 0, -1, 0]), 8).tolist() \
+        == [0, 1, 2, 3, 4, 7]
 
 
 def test_walk_boundary_invariants_and_paper_rule_when_collision_free():

@@ -87,33 +87,37 @@ def walk_boundary(positions: np.ndarray, move: np.ndarray, size: int) -> np.ndar
     """New mini-cluster (sorted positions in ``[0, size)``) after each member at ``positions`` stays
     (``move`` 0), goes easier (-1) or harder (+1).
 
-    Stayers claim their positions first; then movers to easier in ascending position order, then
-    movers to harder in descending order, each claiming the nearest unclaimed position in its
-    direction (a mover's old position is free unless someone claims it). **[decision]** A mover with
-    no unclaimed position in its direction (at the cluster's edge, or every slot that way claimed)
-    stays. Its own slot is then always unclaimed: easier movers only claim below themselves, and an
-    easier mover that took a harder mover's slot left its own, higher one free. So the result holds
-    ``len(positions)`` distinct positions, and equals the paper's Eq. 7 whenever Eq. 6 maps the
-    members to distinct, existing positions.
+    **[authors' code]** (Richard-zrx/ADS, verl/verl/experimental/dataset/ads_sampler.py,
+    ``_update_mini_positions`` / ``_nearest_free``; the paper's Eq. 6-7 do not say how collisions
+    resolve): stayers hold their positions first; then movers to easier in ascending position order,
+    then movers to harder in descending order, each taking the free position nearest to its neighbour
+    ``s + move`` (clamped into the cluster), searching outward at distance 1, 2, ... and trying the
+    requested direction before the other. So a mover whose neighbour is taken tries the slot two away,
+    then its own slot (e.g. a too-easy member at 3 beside stayers 4, 5 stays at 3). The result holds
+    ``len(positions)`` distinct positions and equals Eq. 7 whenever Eq. 6 maps the members to distinct,
+    existing positions.
     """
     positions, move = np.asarray(positions, dtype=np.int64), np.asarray(move)
     claimed = np.zeros(size, dtype=bool)
     claimed[positions[move == 0]] = True
     out = [positions[move == 0]]
     for s in np.sort(positions[move < 0]):
-        out.append([_claim(claimed, int(s), -1)])
+        out.append([_claim_nearest(claimed, int(s), -1)])
     for s in np.sort(positions[move > 0])[::-1]:
-        out.append([_claim(claimed, int(s), +1)])
+        out.append([_claim_nearest(claimed, int(s), +1)])
     return np.sort(np.concatenate(out).astype(np.int64))
 
 
-def _claim(claimed: np.ndarray, s: int, direction: int) -> int:
-    """Claim the nearest unclaimed position strictly beyond ``s`` in ``direction``; if none, ``s`` itself."""
-    run = claimed[s + 1:] if direction > 0 else claimed[:s][::-1]
-    k = int(np.argmin(run)) if len(run) else 0  # the first unclaimed one, if any
-    p = s + direction * (k + 1) if len(run) and not run[k] else s
-    if claimed[p]:  # cannot happen: a blocked mover's own slot is still unclaimed (see walk_boundary)
-        raise AssertionError(f"boundary walk: position {p} claimed twice")
+def _claim_nearest(claimed: np.ndarray, s: int, direction: int) -> int:
+    """Claim the unclaimed position nearest to ``s + direction`` (clamped), ties to ``direction``'s side.
+
+    There always is one: fewer members than positions have claimed so far, and distances up to
+    ``size - 1`` reach every position.
+    """
+    size = len(claimed)
+    target = min(max(s + direction, 0), size - 1)
+    candidates = (target + side * direction * r for r in range(size) for side in ((1,) if r == 0 else (1, -1)))
+    p = next(c for c in candidates if 0 <= c < size and not claimed[c])
     claimed[p] = True
     return p
 
