@@ -128,12 +128,13 @@ def test_setting_has_the_paper_hyperparameters(setting, objective):
     _check_objective(cfg, objective)
     _check_selector(cfg, "ads")
     assert cfg.allocator.name == "fixed"
-    val = rollout.val_kwargs
-    assert (val.n, val.temperature, val.do_sample) == (4, 0.7, True)
+    val = rollout.val_kwargs  # temperature [paper]; top-p, frequencies and steps: the authors' train_ads.sh
+    assert (val.n, val.temperature, val.top_p, val.do_sample) == (4, 0.7, 0.8, True)
     assert cfg.data.train_files == f"/data/openr1_ads_{setting}/train.parquet"
     assert list(cfg.data.val_files) == [f"/data/{b}/test.parquet" for b in BENCHMARKS]
     assert cfg.reward.custom_reward_function.path == "pkg://verl_ext.rewards"
-    assert (cfg.trainer.test_freq, cfg.trainer.save_freq, cfg.trainer.max_actor_ckpt_to_keep) == (20, 20, None)
+    assert (cfg.trainer.test_freq, cfg.trainer.save_freq, cfg.trainer.max_actor_ckpt_to_keep) == (25, 25, None)
+    assert cfg.trainer.total_training_steps == 800 and cfg.trainer.val_before_train
     assert cfg.trainer.experiment_name == f"{setting}-{objective}-ads"
     assert cfg.trainer.default_local_dir == f"/out/{setting}-{objective}-ads"
     check_recipe(cfg)
