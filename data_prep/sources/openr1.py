@@ -19,8 +19,11 @@ draws 11.5k prompts at random from the 46k pool: ``sample_size=11500`` does that
 
 Each row keeps the source's reference solution (``solution``, NuminaMath's worked solution) as
 ``extra_info.solution`` (a prompt of the filtered pool without one is counted as ``no_solution`` and left
-out, before sampling): the ADS preprocessing reads it (``python -m data_prep.ads_clusters
---solution-field extra_info.solution``: embedding and difficulty of prompt + solution). The paper's 11.5k
+out, before sampling) and, as ``extra_info.target``, the first of its generations that passed the filter
+(the DeepSeek-R1 reasoning trace LUFFY's data calls ``target``; which one when several pass: [decision]).
+The ADS preprocessing reads the trace, as the authors' src/compute_difficulty.py (Richard-zrx/ADS) reads
+``target`` (``python -m data_prep.ads_clusters --solution-field extra_info.target``: embedding and
+difficulty of prompt + trace); ``extra_info.solution`` is the paper-reading alternative. The paper's 11.5k
 subset as a file (what ``scripts/ads/prepare_data.sh`` runs; ``python -m data_prep openr1_math`` writes the
 whole filtered pool):
 
@@ -105,7 +108,7 @@ def convert(
         verified = _verified(rec)
         if not verified:
             counts["no_verified_generation"] += 1
-        elif not any(short_enough(g) for g in verified):
+        elif (target := next((g for g in verified if short_enough(g)), None)) is None:
             counts["too_long"] += 1
         elif not (solution := _solution(rec)):
             counts["no_solution"] += 1
@@ -113,7 +116,7 @@ def convert(
             rows.append(make_row(
                 data_source="openr1_math", question=f"{rec.text('problem')}\n\n{MATH_INSTRUCTION}", ability="math",
                 ground_truth=rec.text("answer"), index=len(rows), split=split, dataset=HUB.repo, source_id=uuid,
-                solution=solution, problem_type=rec.get("problem_type"), question_type=rec.get("question_type"),
+                solution=solution, target=target.strip(), problem_type=rec.get("problem_type"), question_type=rec.get("question_type"),
                 origin=rec.get("source"), source_file=Path(rec.source).name, source_row=rec.row,
             ))
     if sample_size is not None and sample_size < len(rows):

@@ -10,7 +10,8 @@
 #      clustering: a prompt removed afterwards would leave every clustered file stale
 #   4. openr1_ads_SETTING/train for each SETTING in SETTINGS (default: every recipe in recipes/ads but
 #      cpu_embedded and gpu_smoke): the 11.5k rows with cluster_id, rank_in_cluster, cluster_size, difficulty from the
-#      setting's own base policy (python -m data_prep.ads_clusters: K = 64, PCA 128, seed 42, bf16 on the GPU;
+#      setting's own base policy on prompt + DeepSeek-R1 trace cut at 4,096 tokens, as the authors' code
+#      (python -m data_prep.ads_clusters: K = 64, PCA 128, seed 42, bf16 on the GPU;
 #      resumable, cached next to the output). The policy is the recipe's actor_rollout_ref.model.path, or a local
 #      copy given as <SETTING>_MODEL (upper case, - and . as _, e.g. QWEN3_4B_BASE_MODEL=/models/qwen3-4b-base);
 #      a recipe with recipe.long_context (Qwen2.5-Math-1.5B) first gets its policy written as DATA_DIR/models/...:
@@ -65,7 +66,7 @@ print(path, recipe.get("base_model", path), long.get("max_position_embeddings", 
     model="${policy[0]}"
   fi
   cmd=("$PYTHON" -m data_prep.ads_clusters --input "$train" --out "$out" --model "$model"
-       --solution-field extra_info.solution --clusters 64 --pca-dims 128 --seed 42 --max-length 8192
+       --solution-field extra_info.target --clusters 64 --pca-dims 128 --seed 42 --max-length 4096
        --device cuda --dtype bf16)
   [[ "${FORCE:-0}" == 1 ]] && cmd+=(--overwrite)
   [[ "${DRY_RUN:-0}" == 1 ]] || mkdir -p "$(dirname "$out")"

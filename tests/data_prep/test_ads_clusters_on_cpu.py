@@ -66,7 +66,8 @@ def test_policy_run_writes_columns_summary_and_plot(arithmetic, policy_run):
     rows = read_rows(out)
     labels, diff = _check_columns(rows)
     assert _strip(rows) == read_rows(arithmetic), "same rows, same order, nothing else changed"
-    assert summary["rows"] == N_ROWS and summary["clusters"] == K and summary["pca_dims"] == N_ROWS  # min(128, rows, 576)
+    assert summary["rows"] == N_ROWS and summary["clusters"] == K and summary["pca_dims"] == N_ROWS - 1  # min(128, rows - 1, 576)
+    assert summary["n_init"] == "auto" and summary["template"] == "Question:\n{question}\n\nAnswer:\n{solution}"
     assert [c["size"] for c in summary["per_cluster"]] == np.bincount(labels).tolist()
     for c in summary["per_cluster"]:
         assert c["mean_difficulty"] == pytest.approx(diff[labels == c["cluster_id"]].mean())
@@ -82,7 +83,7 @@ def test_embeddings_file_is_the_clustered_space_by_index(policy_run):
     table = np.load(summary["embeddings"])
     index = np.array([r["extra_info"]["index"] for r in rows])
     assert Path(summary["embeddings"]) == out.with_suffix(".embeddings.npy")
-    assert table.shape == (index.max() + 1, N_ROWS) and table.dtype == np.float32  # PCA dims = min(128, rows, 576)
+    assert table.shape == (index.max() + 1, N_ROWS - 1) and table.dtype == np.float32  # min(128, rows - 1, 576)
     absent = np.setdiff1d(np.arange(len(table)), index)
     assert np.isnan(table[absent]).all() and np.isfinite(table[index]).all()
     labels = np.array([r["extra_info"]["cluster_id"] for r in rows])
@@ -93,7 +94,7 @@ def test_embeddings_file_is_the_clustered_space_by_index(policy_run):
 
 
 def test_difficulty_and_embedding_match_a_hand_computation(arithmetic, policy_run):
-    """Row 5 alone through the full causal LM: mean NLL of `` {solution}`` after ``Question: ...\\nAnswer:``,
+    """Row 5 alone through the full causal LM: mean NLL of ``{solution}`` after ``Question:\\n...\\n\\nAnswer:\\n``,
     and the mean of the last hidden states over the whole sequence (the run batched and padded it)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -104,8 +105,8 @@ def test_difficulty_and_embedding_match_a_hand_computation(arithmetic, policy_ru
     path = embedded_model_path(num_layers=2)
     tok = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
-    prefix = tok(f"Question: {question}\nAnswer:")["input_ids"]
-    answer = tok(" " + worked_solution(row), add_special_tokens=False)["input_ids"]
+    prefix = tok(f"Question:\n{question}\n\nAnswer:\n", add_special_tokens=False)["input_ids"]
+    answer = tok(worked_solution(row), add_special_tokens=False)["input_ids"]
     with torch.no_grad():
         res = model(torch.tensor([prefix + answer]), output_hidden_states=True)
     logp = torch.log_softmax(res.logits[0].double(), -1)
@@ -160,6 +161,27 @@ def test_minilm_clusters_under_a_prefix_next_to_the_policy_ones(policy_run):
     assert Path(summary["plot"]).name == "train_ads_minilm.minilm_clusters.png" and Path(summary["plot"]).is_file()
 
 
+def test_cluster_follows_the_authors_pca_and_kmeans():
+    """PCA to min(dims, rows - 1, features) by the randomized solver, K-Means n_init="auto", as the authors'
+    src/cluster_embeddings.py; scikit-learn run on the same normalised input gives the same labels."""
+    from sklearn.cluster import KMeans
+    from sklearn.decomposition import PCA
+
+    x = np.random.default_rng(0).normal(size=(12, 20))
+    found = ads_clusters.cluster(x, 3, 128, 42, "auto")
+    assert int(found["pca_dims"]) == 11 and found["space"].shape == (12, 11)
+    unit = x / np.linalg.norm(x, axis=1, keepdims=True)
+    z = PCA(n_components=11, random_state=42, svd_solver="randomized").fit_transform(unit)
+    np.testing.assert_allclose(found["space"], z, atol=1e-5)
+    _, expected = np.unique(KMeans(n_clusters=3, random_state=42, n_init="auto").fit(z).labels_, return_inverse=True)
+    assert found["labels"].tolist() == expected.tolist()
+    with pytest.raises(ValueError, match="at least 2 samples"):
+        ads_clusters.cluster(x[:1], 1, 128, 42, "auto")
+    assert ads_clusters._n_init("auto") == "auto" and ads_clusters._n_init("3") == 3
+    with pytest.raises(SystemExit):  # argparse refuses it before reading anything
+        _run("x.parquet", "y.parquet", "--n-init", "0")
+
+
 def test_rank_in_clusters_by_hand():
     labels = np.array([1, 0, 1, 1, 0])
     rank, size = rank_in_clusters(labels, np.array([0.5, 2.0, 0.1, 0.5, 1.0]))
@@ -206,10 +228,27 @@ def test_tokenize_cuts_the_solution_not_the_prompt():
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(embedded_model_path(num_layers=2))
-    prefix = tok("Question: What is 2 + 3?\nAnswer:")["input_ids"]
-    answer = tok(" 2 + 3 = 5. The answer is 5.", add_special_tokens=False)["input_ids"]
+    prefix = tok("Question:\nWhat is 2 + 3?\n\nAnswer:\n", add_special_tokens=False)["input_ids"]
+    answer = tok("2 + 3 = 5. The answer is 5.", add_special_tokens=False)["input_ids"]
     assert ads_clusters.tokenize(tok, "What is 2 + 3?", "2 + 3 = 5. The answer is 5.", 4096) == (prefix + answer, len(prefix), False)
     ids, start, cut = ads_clusters.tokenize(tok, "What is 2 + 3?", "2 + 3 = 5. The answer is 5.", len(prefix) + 2)
     assert ids == prefix + answer[:2] and start == len(prefix) and cut
     with pytest.raises(ValueError, match="no room for the solution"):
         ads_clusters.tokenize(tok, "What is 2 + 3?", "5", len(prefix))
+
+
+def test_openr1_rows_carry_their_first_passing_trace_as_target(tmp_path):
+    """The OpenR1 source keeps, as extra_info.target, the first generation that is Math-Verify-correct, complete
+    and short enough (the authors' ``target``), which ``--solution-field extra_info.target`` reads."""
+    from data_prep.ads_clusters import solution_of
+    from data_prep.sources import openr1
+
+    frame = pd.read_parquet(Path(__file__).resolve().parents[1] / "fixtures" / "hub" / "openr1_math_default.parquet")
+    long_trace = frame.at[3, "generations"][0]
+    frame.at[3, "generations"] = [long_trace, "<think>4 times 3</think> \\boxed{12}"]  # the first is too long
+    frame.to_parquet(tmp_path / "openr1.parquet")
+    rows = openr1.convert(str(tmp_path / "openr1.parquet"), max_tokens=50, count_tokens=lambda t: len(t.split()))
+    # row 0: its first generation is wrong, the second is taken; row 3: the first is over 50 words
+    assert [r["extra_info"]["target"] for r in rows] == ["<think>x=2</think> \\boxed{2}",
+                                                         "<think>4 times 3</think> \\boxed{12}"]
+    assert solution_of(rows[1], "extra_info.target") == "<think>4 times 3</think> \\boxed{12}"
