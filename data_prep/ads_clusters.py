@@ -3,8 +3,9 @@
     python -m data_prep.ads_clusters --input train.parquet --out train_ads.parquet \\
         [--model PATH|embedded|embedded:K] [--embedder policy|minilm|PATH] \\
         [--solution-field extra_info.solution|extra_info.target|worked] [--clusters 64] [--pca-dims 128] \\
-        [--seed 42] [--n-init auto|N] [--prefix P] [--max-length 4096] [--batch-size 16] [--chunk-size 256] [--device auto|cpu|cuda] \\
-        [--dtype auto|fp32|bf16] [--cache-dir DIR] [--summary FILE] [--plot FILE] [--embeddings FILE] [--overwrite]
+        [--seed 42] [--n-init 10|auto] [--prefix P] [--max-length 4096] [--batch-size 16] [--chunk-size 256] \\
+        [--device auto|cpu|cuda] [--dtype auto|fp32|bf16] [--cache-dir DIR] [--summary FILE] [--plot FILE] \\
+        [--embeddings FILE] [--overwrite]
 
 Each row is read as ``Question:\\n{question}\\n\\nAnswer:\\n{solution}`` (**[authors' code]** Richard-zrx/ADS
 src/compute_difficulty.py and src/data_utils.py, ``question_plus_cot``; no special tokens): the question is
@@ -23,9 +24,9 @@ reasoning trace the OpenR1 rows carry, as the authors' ``target`` (scripts/ads/p
    [authors' code], configs/default.yaml) loses the end of its solution (counted in the summary).
 
 Embeddings are L2-normalised, reduced by PCA (randomized solver) to ``min(--pca-dims, rows - 1, features)``
-dims and clustered by scikit-learn's K-Means (``--clusters``, seed 42, ``--n-init auto``): **[authors' code]**
-src/cluster_embeddings.py. Within each cluster rows are ranked by
-difficulty, easiest first (ties by row). The output is the input, same rows and order, with
+dims (**[authors' code]** src/cluster_embeddings.py) and clustered by scikit-learn's K-Means (``--clusters``,
+seed 42, ``--n-init``: 10 by default, ``auto`` = the authors', which scripts/ads/prepare_data.sh passes).
+Within each cluster rows are ranked by difficulty, easiest first (ties by row). The output is the input, same rows and order, with
 ``extra_info.{P}cluster_id``, ``{P}rank_in_cluster``, ``{P}cluster_size`` and ``{P}difficulty`` added
 (``P`` = ``--prefix``); next to it ``OUT_STEM.{P}clusters.json`` (sizes, mean difficulty per cluster),
 ``OUT_STEM.{P}clusters.png`` (2-D PCA projection by cluster; cluster sizes by mean difficulty) and
@@ -84,7 +85,8 @@ class Settings:
     clusters: int = 64
     pca_dims: int = 128
     seed: int = 42
-    n_init: int | str = "auto"  # K-Means restarts; "auto": scikit-learn's (1 with k-means++)
+    n_init: int | str = 10  # K-Means restarts; "auto" (scikit-learn's: 1 with k-means++) is the authors'
+    # [decision] 10 by default: one k-means++ run splits three clear topics of a few rows badly (the trainer test)
     prefix: str = ""
     max_length: int = 4096
     batch_size: int = 16

@@ -66,7 +66,7 @@ print(path, recipe.get("base_model", path), long.get("max_position_embeddings", 
     model="${policy[0]}"
   fi
   cmd=("$PYTHON" -m data_prep.ads_clusters --input "$train" --out "$out" --model "$model"
-       --solution-field extra_info.target --clusters 64 --pca-dims 128 --seed 42 --max-length 4096
+       --solution-field extra_info.target --clusters 64 --pca-dims 128 --seed 42 --n-init auto --max-length 4096
        --device cuda --dtype bf16)
   [[ "${FORCE:-0}" == 1 ]] && cmd+=(--overwrite)
   [[ "${DRY_RUN:-0}" == 1 ]] || mkdir -p "$(dirname "$out")"

@@ -67,7 +67,7 @@ def test_policy_run_writes_columns_summary_and_plot(arithmetic, policy_run):
     labels, diff = _check_columns(rows)
     assert _strip(rows) == read_rows(arithmetic), "same rows, same order, nothing else changed"
     assert summary["rows"] == N_ROWS and summary["clusters"] == K and summary["pca_dims"] == N_ROWS - 1  # min(128, rows - 1, 576)
-    assert summary["n_init"] == "auto" and summary["template"] == "Question:\n{question}\n\nAnswer:\n{solution}"
+    assert summary["n_init"] == 10 and summary["template"] == "Question:\n{question}\n\nAnswer:\n{solution}"
     assert [c["size"] for c in summary["per_cluster"]] == np.bincount(labels).tolist()
     for c in summary["per_cluster"]:
         assert c["mean_difficulty"] == pytest.approx(diff[labels == c["cluster_id"]].mean())

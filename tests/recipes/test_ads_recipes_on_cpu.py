@@ -289,7 +289,7 @@ def test_prepare_data_dry_run(tmp_path):
                                           for s, m in models.items()]
     for r in clusters:
         assert " ".join(r[9:]) == ("--solution-field extra_info.target --clusters 64 --pca-dims 128 --seed 42 "
-                                   "--max-length 4096 --device cuda --dtype bf16")  # the authors' text and length
+                                   "--n-init auto --max-length 4096 --device cuda --dtype bf16")  # the authors' text and length
     # every recipe trains on the file prepare_data.sh writes for it
     for setting in SETTINGS:
         cfg = _compose(setting, f"recipe.data_dir={tmp_path}")
