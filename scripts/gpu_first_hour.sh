@@ -5,7 +5,10 @@
 #      log-probs and gradients against eager attention on the padded batch;
 #   2. the attention bench (python -m verl_ext.bench.attention): forward + backward of a Qwen2.5-1.5B-shaped
 #      model, random weights, on packed micro-batches of 8k / 16k / 32k tokens, per backend;
-#   3. one Markdown table of both: $OUT/results.md (and $OUT/results.json; logs and raw JSON beside them).
+#   3. the actor's step pattern (python -m verl_ext.bench.attention --steps): eval forward, then train forward +
+#      backward, new micro-batch sizes each step, for the recipes' backend and sdpa: what compilation costs in the
+#      first step and whether later steps compile again;
+#   4. one Markdown table of all: $OUT/results.md (and $OUT/results.json; logs and raw JSON beside them).
 # Each step has its own time limit and writes what it has, so a step that fails or hangs leaves the others' rows.
 #
 #   scripts/gpu_first_hour.sh                      # on the GPU machine, from anywhere
@@ -20,8 +23,8 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PYTHON=${PYTHON:-python3}
 DEVICE=${DEVICE:-cuda}
-if [[ $DEVICE == cpu ]]; then SIZE=${SIZE:-tiny}; CPU_FLAG=(--cpu); REPEATS=1
-else SIZE=${SIZE:-1.5b}; CPU_FLAG=(); REPEATS=3; fi
+if [[ $DEVICE == cpu ]]; then SIZE=${SIZE:-tiny}; CPU_FLAG=(--cpu); REPEATS=1; STEPS=2; STEP_TOKENS=256; STEPS_S=60
+else SIZE=${SIZE:-1.5b}; CPU_FLAG=(); REPEATS=3; STEPS=6; STEP_TOKENS=8192; STEPS_S=150; fi
 OUT=${OUT:-outputs/gpu_first_hour}
 BUDGET_S=${BUDGET_S:-540}
 MODEL_ARGS=()
@@ -29,7 +32,7 @@ MODEL_ARGS=()
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # the repository, not installed
 export HF_HUB_OFFLINE=${HF_HUB_OFFLINE:-1} TOKENIZERS_PARALLELISM=false
 mkdir -p "$OUT"
-rm -f "$OUT"/{update,bench,results}.json "$OUT/results.md"
+rm -f "$OUT"/{update,bench,steps,results}.json "$OUT/results.md"
 
 start=$SECONDS
 left() { local l=$(( BUDGET_S - (SECONDS - start) )); echo $(( l > 1 ? l : 1 )); }  # timeout 0: none
@@ -48,16 +51,24 @@ limited "$limit" "$PYTHON" -m verl_ext.check_gpu --no-vllm ${CPU_FLAG[@]+"${CPU_
 update_rc=${PIPESTATUS[0]}
 [[ $update_rc == 124 || $update_rc == 137 ]] && echo "gpu_first_hour: update check stopped at ${limit} s" >&2
 
-# 2. attention bench: starts no measurement in its last 60 s, stopped 15 s before the end of the budget
-limit=$(( $(left) > 16 ? $(left) - 15 : 1 ))
+# 2. attention bench: starts no measurement in its last 60 s, stopped STEPS_S + 15 s before the end of the budget
+limit=$(( $(left) > STEPS_S + 16 ? $(left) - STEPS_S - 15 : 1 ))
 limited "$limit" "$PYTHON" -m verl_ext.bench.attention --device "$DEVICE" --size "$SIZE" --repeats "$REPEATS" \
   ${MODEL_ARGS[@]+"${MODEL_ARGS[@]}"} --budget-s $(( limit - 60 > 0 ? limit - 60 : 0 )) --json "$OUT/bench.json" \
   2>&1 | tee "$OUT/bench.log"
 bench_rc=${PIPESTATUS[0]}
 [[ $bench_rc == 124 || $bench_rc == 137 ]] && echo "gpu_first_hour: bench stopped at its ${limit} s limit" >&2
 
-# 3. one table
+# 3. the actor's step pattern: flex attention's first step compiles (about a minute on one H200), later ones should not
+limit=$(( $(left) > 16 ? $(left) - 15 : 1 ))
+limited "$limit" "$PYTHON" -m verl_ext.bench.attention --device "$DEVICE" --size "$SIZE" --steps "$STEPS" \
+  --tokens "$STEP_TOKENS" --backends flex_attention sdpa ${MODEL_ARGS[@]+"${MODEL_ARGS[@]}"} --json "$OUT/steps.json" \
+  2>&1 | tee "$OUT/steps.log"
+steps_rc=${PIPESTATUS[0]}
+[[ $steps_rc == 124 || $steps_rc == 137 ]] && echo "gpu_first_hour: actor steps stopped at their ${limit} s limit" >&2
+
+# 4. one table
 "$PYTHON" -m verl_ext.bench.attention --summary "$OUT" || exit 1
-echo "gpu_first_hour: $(( SECONDS - start )) s; update check exit $update_rc, bench exit $bench_rc;" \
-  "table: $OUT/results.md"
-[[ $update_rc == 0 && $bench_rc == 0 ]]
+echo "gpu_first_hour: $(( SECONDS - start )) s; update check exit $update_rc, bench exit $bench_rc," \
+  "actor steps exit $steps_rc; table: $OUT/results.md"
+[[ $update_rc == 0 && $bench_rc == 0 && $steps_rc == 0 ]]

@@ -42,14 +42,14 @@ def test_fails_fast_and_clearly_without_a_gpu():
 def test_cpu_flag_runs_the_update_check(tiny_model):
     proc = _run("--cpu", "--model", tiny_model)
     assert proc.returncode == 0, proc.stderr
-    assert "[ok] attention: sdpa" in proc.stdout and "[ok] actor update: loss" in proc.stdout
-    assert "[ok] vllm" not in proc.stdout and "update flex_attention" not in proc.stdout  # the recipes' one only
+    assert "[ok] attention: flex_attention" in proc.stdout and "[ok] actor update: loss" in proc.stdout
+    assert "[ok] vllm" not in proc.stdout and "update sdpa" not in proc.stdout  # the recipes' one only
 
 
 def test_missing_attention_package_fails_by_name(tiny_model):
     proc = _run("--cpu", "--model", tiny_model, "--attention", "flash_attention_2")
     assert proc.returncode == 1
-    assert "needs the flash-attn package" in proc.stderr and "attn_implementation=sdpa" in proc.stderr
+    assert "needs the flash-attn package" in proc.stderr and "attn_implementation=flex_attention" in proc.stderr
 
 
 def test_gpu_install_packages_follow_verls_extras():
@@ -204,11 +204,12 @@ def test_first_hour_script_dry_run_on_a_bare_machine(tmp_path):
                           cwd=project_root(), env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     records = [json.loads(line) for line in (tmp_path / "record.jsonl").read_text().splitlines()]
-    assert len(records) == 4, [r["argv"] for r in records]  # versions, update check, bench, table
+    assert len(records) == 5, [r["argv"] for r in records]  # versions, update check, bench, actor steps, table
     for r in records:
         assert not {"verl", "vllm", "ray", "hydra", "omegaconf"} & set(r["modules"]), r["argv"]
         assert not {"verl", "vllm", "ray", "hydra"} & {b.partition(".")[0] for b in r["blocked"]}, r
-    table = (tmp_path / "out" / "results.md").read_text().splitlines()
+    table, steps_table = ((tmp_path / "out" / "results.md").read_text().split("\n\n"))
+    table, steps_table = table.splitlines(), steps_table.splitlines()
     rows = {line.split(" | ")[0].strip("| "): line for line in table if line.startswith("| ")}
     assert set(rows) == {"backend", *BACKENDS}
     for name in ("sdpa", "sdpa_padded", "flex_attention"):  # update check passed, with both gaps
@@ -217,3 +218,7 @@ def test_first_hour_script_dry_run_on_a_bare_machine(tmp_path):
     assert "skipped: needs the flash-attn package" in rows["flash_attention_2"]
     results = json.loads((tmp_path / "out" / "results.json").read_text())
     assert {r["status"] for r in results["bench"]["rows"] if r["backend"] == "sdpa_padded"} == {"ok"}
+    steps = {r["backend"]: r for r in results["steps"]["steps"]}  # the actor's step pattern, flex skipped on CPU
+    assert len(steps["sdpa"]["step_s"]) == 2 and all(t > 0 for t in steps["sdpa"]["step_s"])
+    assert steps["sdpa"]["graphs"] == [0, 0] and "no backward" in steps["flex_attention"]["status"]
+    assert any(re.match(r"\| sdpa \| 256 \| 2 \| \d+\.\d \| \d+\.\d\d \| 0 \| 0 \| ok \|", line) for line in steps_table)

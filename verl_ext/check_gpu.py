@@ -6,7 +6,7 @@ Run it after ``make install-gpu`` and before a launcher. One line per check, exi
 2. torch is a CUDA build, the NVIDIA driver is new enough for that CUDA (verl's ``vllm`` extra pins torch
    2.11.0, whose PyPI wheel needs the CUDA 13.0 libraries: driver generation >= 580), and torch sees GPUs;
 3. vLLM imports;
-4. the attention backend the recipes request can run (:mod:`verl_ext.attention`; ``sdpa``: torch itself;
+4. the attention backend the recipes request can run (:mod:`verl_ext.attention`; ``flex_attention``, ``sdpa``: torch itself;
    ``flash_attention_2``: the ``flash_attn`` package, which the GPU install does not bring);
 5. one tiny vLLM generation, and one tiny actor update as verl's FSDP engine runs it (fp32 parameters, bf16
    autocast, the backend's layout: packed rows without attention mask, or padded) on a small model (default: the
@@ -24,18 +24,17 @@ default ``flash_attention_2`` (``verl/workers/config/model.py:185``). The GPU in
 (``verl[verl-core,math,vllm]==0.9.1``) has no flash-attn: only verl's ``fsdp`` / ``megatron`` extras name it
 (``flash-attn==2.8.3``), and PyPI serves flash-attn as source only (a CUDA compile on the user's machine). vLLM
 0.24.0 brings its own attention kernels for generation, not for transformers. The recipes therefore request
-``sdpa`` (torch's kernels) and keep ``use_remove_padding``: verl then calls the model with ``attention_mask=None``
-and per-sequence ``position_ids`` (``verl/workers/engine/fsdp/transformer_impl.py:1256-1260``), verl's
-remove-padding patch only touches flash attention (``verl/models/transformers/monkey_patch.py:544-552``), and
-transformers (5.9.0, as pinned; same lines in 5.10) masks the packed sequences block-diagonally from the
-restarting ``position_ids`` (``transformers/masking_utils.py:883-888`` ``find_packed_sequence_indices``,
-``992-994``). The cost: the mask is materialised, one ``T x T`` boolean per packed micro-batch of ``T`` tokens
-(1 GiB at ``ppo_max_token_len_per_gpu=32768``), which torch's memory-efficient kernel reads as an additive
-bias, and no flash kernel. With flash-attn installed by hand,
+``flex_attention`` (torch's compiled block-sparse kernel, no extra package) and keep ``use_remove_padding``: verl
+calls the model with ``attention_mask=None`` and per-sequence ``position_ids``
+(``verl/workers/engine/fsdp/transformer_impl.py:1256-1260``), verl's remove-padding patch only touches flash
+attention (``verl/models/transformers/monkey_patch.py:544-552``), and transformers masks the packed sequences
+per document from the restarting ``position_ids`` (``transformers/masking_utils.py`` ``find_packed_sequence_indices``).
+Chosen on one H200 by ``scripts/gpu_first_hour.sh`` (README, Attention backends): 1.3x / 1.9x / 3.1x the speed of
+``sdpa`` (which gets a dense ``T x T`` mask on packed rows) at 8k / 16k / 32k tokens, and about a minute of
+compilation in the first step. With flash-attn installed by hand,
 ``actor_rollout_ref.model.override_config.attn_implementation=flash_attention_2`` restores verl's default;
-``--attention flash_attention_2`` checks it here. The other backends a GPU user can install from the index
-(``flex_attention``, unpacked ``sdpa``, hub kernels) and their overrides: :mod:`verl_ext.attention`; their speed:
-``python -m verl_ext.bench attention``.
+``--attention flash_attention_2`` checks it here. The other backends and their overrides:
+:mod:`verl_ext.attention`; their speed: ``python -m verl_ext.bench attention``.
 """
 
 from __future__ import annotations
@@ -59,7 +58,7 @@ from verl_ext.attention import BACKENDS, AttentionBackend, flex_reference, get_b
 from verl_ext.bench.attention import model_config, one_cpu_thread, random_model
 
 VERL_DEFAULT_ATTENTION = "flash_attention_2"  # verl/workers/config/model.py:185
-RECIPE_ATTENTION = "sdpa"  # what recipes/{bots,coba}/_common.yaml request (tests/recipes/test_gpu_stack_on_cpu.py)
+RECIPE_ATTENTION = "flex_attention"  # what every recipes/<method>/_common.yaml requests (tests/recipes/test_gpu_stack_on_cpu.py)
 # attention implementation -> (distribution that provides it, module to import); None: torch itself
 ATTENTION_PROVIDERS = {b.attn_implementation: b.requires for b in BACKENDS.values()} | {"eager": None}
 MIN_DRIVER = {13: 580, 12: 525, 11: 450}  # CUDA major -> minimum NVIDIA Linux driver (minor-version compatibility)

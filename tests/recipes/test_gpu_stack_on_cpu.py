@@ -35,10 +35,10 @@ def test_every_gpu_recipe_requests_an_attention_the_gpu_install_provides(group, 
     for role, attention in requested_attentions(cfg).items():
         assert attention_is_provided(attention, packages), (setting, role, attention, sorted(packages))
         assert attention == RECIPE_ATTENTION, (setting, role)  # what `make check-gpu` checks by default
-    # sdpa relies on transformers' packed-sequence mask (next tests); verl's Ulysses patch is flash-only
+    # flex attention relies on transformers' packed-sequence mask (next tests); verl's Ulysses patch is flash-only
     assert cfg.actor_rollout_ref.model.use_remove_padding
     backend = backend_of(requested_attentions(cfg)["actor"], cfg.actor_rollout_ref.model.use_remove_padding)
-    assert backend.name == "sdpa"
+    assert backend.name == "flex_attention"
     sp = OmegaConf.select(cfg, "actor_rollout_ref.actor.ulysses_sequence_parallel_size")
     assert sp == 1 and config_problems(backend, ulysses_sequence_parallel_size=sp) == []
 
@@ -47,7 +47,7 @@ def test_ref_and_critic_are_checked_when_used():
     bots = next(s for g, s in GPU_RECIPES if g == "bots")
     cfg = compose_recipe("bots", bots, "algorithm.use_kl_in_reward=true", "critic.enable=true",
                          "+critic.model.override_config.attn_implementation=flash_attention_2")
-    assert requested_attentions(cfg) == {"actor": "sdpa", "ref": "sdpa", "critic": "flash_attention_2"}
+    assert requested_attentions(cfg) == {"actor": "flex_attention", "ref": "flex_attention", "critic": "flash_attention_2"}
 
 
 def test_verls_default_would_not_be_provided(packages):

@@ -23,8 +23,8 @@ CPU_RECIPE = ("bots", "cpu_embedded", "actor_rollout_ref.model.path=/m")
     ("trainer.v1.sampler.sync_refill_failed_groups=true", "sync_refill_failed_groups"),
     ("algorithm.filter_groups.enable=true", "algorithm.filter_groups.enable"),
     ("distillation.enabled=true", "distillation.enabled"),
-    ("actor_rollout_ref.actor.ulysses_sequence_parallel_size=2", "actor: ulysses_sequence_parallel_size=2 with attention sdpa"),
-    ("actor_rollout_ref.ref.ulysses_sequence_parallel_size=2", "ref: ulysses_sequence_parallel_size=2 with attention sdpa"),
+    ("actor_rollout_ref.actor.ulysses_sequence_parallel_size=2", "actor: ulysses_sequence_parallel_size=2 with attention flex_attention"),
+    ("actor_rollout_ref.ref.ulysses_sequence_parallel_size=2", "ref: ulysses_sequence_parallel_size=2 with attention flex_attention"),
 ])
 def test_unsupported_settings_are_refused_by_name(override, named):
     check_supported(compose_recipe(*CPU_RECIPE))  # the recipe itself is fine
@@ -67,11 +67,13 @@ def test_a_typo_in_a_recipe_fails_naming_file_key_and_the_closest_key(tmp_path, 
 def test_free_form_places_and_the_recipe_section_accept_new_keys(tmp_path):
     recipes = _recipes_with(tmp_path, "\nrecipe:\n", "\nrecipe:\n  anything: 1\n")
     recipe = recipes / "bots" / "cpu_embedded.yaml"
+    model = "  model:\n    path: ???"
+    assert model in recipe.read_text()
     recipe.write_text(recipe.read_text().replace(
-        "    enable_gradient_checkpointing: false",
-        "    enable_gradient_checkpointing: false\n    override_config:\n      attn_implementation: sdpa"))
+        model, model + "\n    override_config:\n      attn_implementation: eager\n      free_key: 2", 1))
     cfg = compose_recipe(*CPU_RECIPE, recipes=recipes)
-    assert cfg.actor_rollout_ref.model.override_config.attn_implementation == "sdpa" and cfg.recipe.anything == 1
+    assert cfg.actor_rollout_ref.model.override_config.attn_implementation == "eager"  # the recipe says flex
+    assert cfg.actor_rollout_ref.model.override_config.free_key == 2 and cfg.recipe.anything == 1
 
 
 def test_a_mandatory_recipe_value_must_be_given():

@@ -12,7 +12,11 @@ Micro-batches [decision]: sequences of a prompt of 64-512 tokens and a response 
 (ADS's 8k responses, ``recipes/ads/_common.yaml``) drawn until ``T`` tokens are filled, the last one cut to fit;
 the padded layout pads them to the longest (verl's ``use_remove_padding=false``). Per backend and size: the
 first call (compilation included), then the median of ``--repeats`` calls, the peak GPU memory, tokens/s and the
-speed relative to ``sdpa`` packed (the recipes' current default).
+speed relative to ``sdpa`` packed (transformers' default attention).
+
+``--steps N``: instead, the actor's step pattern (:func:`actor_steps`): N steps of eval forwards then train
+forward + backward on micro-batches of new sizes, per backend: what compilation costs in the first step and whether
+later steps compile again (``scripts/gpu_first_hour.sh`` runs it for the recipes' ``flex_attention`` and ``sdpa``).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import argparse
 import contextlib
 import gc
 import json
+import logging
 import math
 import platform
 import statistics
@@ -242,6 +247,113 @@ def run_bench(size: str = "1.5b", device: str = "cuda", tokens: tuple[int, ...] 
     return rows
 
 
+# ------------------------------------------------------------------ the actor's step pattern
+class _RecompileLimitLog(logging.Handler):
+    """Counts torch._dynamo's 'hit config.recompile_limit' warnings (the frame then runs uncompiled)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.hits = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "recompile_limit" in record.getMessage() or "cache_size_limit" in record.getMessage():
+            self.hits += 1
+
+
+def _compiled_graphs() -> int:
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"])
+
+
+def actor_steps(backend: AttentionBackend, config, device: str, size: str, tokens: int, steps: int,
+                micro_batches: int = 2) -> dict:
+    """``steps`` RL steps as verl's FSDP actor runs them: the model in eval mode for the old / reference log-probs
+    (forward only, ``micro_batches`` micro-batches), then in train mode for the update (forward + backward), every
+    micro-batch of a new size in ``[3T/4, T]`` tokens (``use_dynamic_bsz``). transformers compiles flex attention
+    anew whenever the model's training flag changes (``transformers/integrations/flex_attention.py``
+    ``WrappedFlexAttention``); this shows what that costs per step and whether torch's recompile limit is hit,
+    which the fixed-shape bench above cannot. Returns per-step seconds, compiled graphs and limit hits."""
+    log = _RecompileLimitLog()
+    logging.getLogger("torch._dynamo").addHandler(log)
+    model = random_model(config, backend.attn_implementation, device,
+                         torch.bfloat16 if device == "cuda" else torch.float32)
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    gen = torch.Generator().manual_seed(tokens)
+    seconds, graphs = [], []
+    try:
+        for step in range(steps):
+            def batch(i: int) -> list[torch.Tensor]:
+                t = int(torch.randint(3 * tokens // 4, tokens + 1, (), generator=gen))
+                lengths = micro_batch_lengths(t, size, seed=1000 * step + i)
+                return [torch.randint(0, config.vocab_size, (n,), generator=gen).to(device) for n in lengths]
+
+            before = _compiled_graphs()
+            _sync(device)
+            start = time.perf_counter()
+            model.eval()
+            with torch.no_grad():
+                for i in range(micro_batches):
+                    seqs = batch(i)
+                    model.model(**model_inputs(seqs, backend.packed))
+            model.train()
+            for i in range(micro_batches):
+                loss = training_step(model, batch(micro_batches + i), backend)()
+                if not math.isfinite(loss):
+                    raise RuntimeError(f"step {step}: loss {loss}")
+            _sync(device)
+            seconds.append(time.perf_counter() - start)
+            graphs.append(_compiled_graphs() - before)
+            print(f"{backend.name} step {step}: {seconds[-1]:.2f} s, {graphs[-1]} graphs compiled, "
+                  f"{log.hits} recompile-limit hits", file=sys.stderr, flush=True)
+    finally:
+        logging.getLogger("torch._dynamo").removeHandler(log)
+        del model
+        gc.collect()
+        if device == "cuda":
+            torch.cuda.empty_cache()
+    return {"backend": backend.name, "tokens": tokens, "steps": steps, "step_s": seconds, "graphs": graphs,
+            "recompile_limit_hits": log.hits}
+
+
+def run_steps(size: str, device: str, tokens: int, steps: int, backends: list[str] | None = None,
+              model_path: str | None = None, json_path: str | Path | None = None) -> list[dict]:
+    """:func:`actor_steps` per backend (those that cannot run here get their reason; one that fails, its error),
+    written to ``json_path`` as they come."""
+    config = model_config(size, model_path=model_path)
+    env = environment(device)
+    results: list[dict] = []
+    for name in backends or list(BACKENDS):
+        reason = _skip_reason(BACKENDS[name], device)
+        try:
+            result = ({"backend": name, "tokens": tokens, "status": reason} if reason else
+                      actor_steps(BACKENDS[name], config, device, size, tokens, steps) | {"status": "ok"})
+        except Exception as e:  # one backend's failure must not lose the others' rows
+            result = {"backend": name, "tokens": tokens, "status": f"failed: {_short(e)}"}
+            gc.collect()
+            if device == "cuda":
+                torch.cuda.empty_cache()
+        results.append(result)
+        if json_path is not None:
+            Path(json_path).write_text(json.dumps({"environment": env, "steps": results}, indent=2))
+    return results
+
+
+def steps_report(results: list[dict]) -> str:
+    """A Markdown table of :func:`run_steps`: the first step (compilation included) and the later ones."""
+    lines = ["actor steps: eval forward then train forward + backward, new micro-batch sizes every step",
+             "| backend | tokens | steps | first step s | later steps s (median) | graphs compiled after the first "
+             "| recompile-limit hits | status |", "|---|---:|---:|---:|---:|---:|---:|---|"]
+    for r in results:
+        times, graphs = r.get("step_s", []), r.get("graphs", [])
+        later = _num(statistics.median(times[1:]), ".2f") if len(times) > 1 else "-"
+        lines.append(f"| {r['backend']} | {r['tokens']} | {len(times) or '-'} | "
+                     f"{_num(times[0] if times else None, '.1f')} | {later} | "
+                     f"{sum(graphs[1:]) if times else '-'} | {r.get('recompile_limit_hits', '-')} | "
+                     f"{r['status'].replace('|', '/')} |")
+    return "\n".join(lines)
+
+
 def environment(device: str) -> dict[str, str]:
     import transformers
 
@@ -316,15 +428,19 @@ def summary(bench: dict | None, checks: dict | None) -> str:
 
 
 def write_summary(out: Path) -> str:
-    """``out/results.md`` and ``out/results.json`` from ``out/bench.json`` and ``out/update.json``."""
+    """``out/results.md`` and ``out/results.json`` from ``out/bench.json``, ``out/update.json`` and, where the
+    actor-step run left it, ``out/steps.json``."""
     def load(name: str) -> dict | None:
         path = out / name
         return json.loads(path.read_text()) if path.exists() else None
 
-    bench, checks = load("bench.json"), load("update.json")
+    bench, checks, steps = load("bench.json"), load("update.json"), load("steps.json")
     table = summary(bench, checks)
+    if steps is not None:
+        table += "\n\n" + steps_report(steps["steps"])
     (out / "results.md").write_text(table + "\n")
-    (out / "results.json").write_text(json.dumps({"bench": bench, "update_check": checks}, indent=2))
+    (out / "results.json").write_text(json.dumps({"bench": bench, "update_check": checks, "steps": steps},
+                                                 indent=2))
     return table
 
 
@@ -347,12 +463,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--budget-s", type=float, default=None, help="start no measurement after this many seconds")
     parser.add_argument("--json", default=None, help="write the rows here (as they come)")
+    parser.add_argument("--steps", type=int, default=0, help="instead of the bench: this many RL steps per backend "
+                        "(eval forward, then train forward + backward, new micro-batch sizes each time) at the "
+                        "first --tokens size; per-step seconds and compilations")
     parser.add_argument("--summary", metavar="DIR", help="run nothing: write DIR/results.md (one table) and "
-                        "DIR/results.json from DIR/bench.json and DIR/update.json (verl_ext.check_gpu --json)")
+                        "DIR/results.json from DIR/bench.json, DIR/update.json (verl_ext.check_gpu --json) and "
+                        "DIR/steps.json (--steps)")
     args = parser.parse_args(argv)
     if args.summary:
         print(write_summary(Path(args.summary)))
         return 0
+    if args.steps:
+        results = run_steps(args.size, args.device, (args.tokens or TOKENS[args.size])[0], args.steps,
+                            args.backends, args.model, args.json)
+        print(steps_report(results))
+        return 0 if any("step_s" in r for r in results) else 1
     rows = run_bench(args.size, args.device, args.tokens, args.backends, args.repeats, args.budget_s, args.model,
                      args.json)
     print(report(rows))
