@@ -1,11 +1,13 @@
 """Held-out, SFT and RL splits of one Countdown parquet file (``scripts/progress/prepare_data.sh``).
 
-    python -m data_prep.countdown_split --input DATA/countdown_tasks_3to4/train.parquet --out DATA \\
-        [--test-size 200] [--sft-size 10000] [--sft-test-size 200] [--train-size 0] [--seed 0]
+    python -m data_prep.countdown_split --input DATA/asingh15_countdown_tasks_3to4/train.parquet --out DATA \\
+        [--test-size 200] [--sft-size 10000] [--sft-test-size 200] [--train-size 0] [--seed 0] \\
+        [--exclude DATA/asingh15_countdown_tasks_3to4/test.parquet]
 
-Countdown-Tasks-3to4 has one split; the paper (shared/papers/004 §4) evaluates on 200 held-out prompts and trains
-on the rest. Writes, as verl RL parquet files (``extra_info.index`` renumbered 0..n-1 in each file, the source's
-kept as ``extra_info.source_index``, ``extra_info.split`` set):
+The paper (shared/papers/004 §4) evaluates on 200 prompts held out from the Countdown training tasks and trains on
+the rest (its data, asingh15/countdown_tasks_3to4, also has a 50-task test split: the "official" evaluation, App. B).
+Writes, as verl RL parquet files (``extra_info.index`` renumbered 0..n-1 in each file, the source's kept as
+``extra_info.source_index``, ``extra_info.split`` set):
 
 * ``DATA/countdown/test.parquet``: the held-out evaluation prompts (``--test-size``);
 * ``DATA/countdown_sft_prompts/{train,test}.parquet``: the prompts of the SFT warm start and its validation
@@ -18,6 +20,8 @@ A task is its target and the multiset of its numbers: a task repeated in the sou
 order) is kept once, at its first row, so no held-out task is trained on under another order of its numbers
 (exact decontamination: the template-based n-gram check of ``data_prep.overlap`` cannot see Countdown's numbers).
 The draw is seeded: ``--seed`` shuffles the unique tasks once and the splits take consecutive slices of it.
+``--exclude`` drops every task of another Countdown file (the paper's official 50-prompt test split) from all
+outputs, in any order of its numbers, before the draw.
 """
 
 from __future__ import annotations
@@ -33,9 +37,10 @@ from data_prep.schema import DataError, read_rows, write_rows
 
 OUTPUTS = (("test", "countdown", "test"), ("sft_test", "countdown_sft_prompts", "test"),
            ("sft", "countdown_sft_prompts", "train"), ("train", "countdown", "train"))
+TaskKey = tuple[int, tuple[int, ...]]  # target, sorted numbers
 
 
-def task_key(row: dict, path: Path, r: int) -> tuple[int, tuple[int, ...]]:
+def task_key(row: dict, path: Path, r: int) -> TaskKey:
     truth = row["reward_model"]["ground_truth"]
     if isinstance(truth, str):
         truth = json.loads(truth)
@@ -51,9 +56,11 @@ def renumbered(row: dict, index: int, split: str) -> dict:
 
 
 def split_rows(rows: list[dict], path: Path, *, test_size: int, sft_size: int, sft_test_size: int,
-               train_size: int = 0, seed: int) -> tuple[dict[str, list[dict]], int]:
-    """``({"test", "sft_test", "sft", "train": rows}, repeated tasks dropped)``; each file renumbered."""
-    unique, seen = [], set()
+               train_size: int = 0, seed: int, exclude: frozenset[TaskKey] = frozenset()) -> tuple[dict[str, list[dict]], int]:
+    """``({"test", "sft_test", "sft", "train": rows}, tasks dropped)``; each file renumbered.
+
+    Dropped: a task's repeats, and every row of a task in ``exclude`` (:func:`task_key` values)."""
+    unique, seen = [], set(exclude)
     for r, row in enumerate(rows):
         key = task_key(row, path, r)
         if key not in seen:
@@ -84,13 +91,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sft-test-size", type=int, default=200, help="SFT validation prompts (default 200)")
     parser.add_argument("--train-size", type=int, default=0, help="RL pool (default 0: every other task)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--exclude", type=Path, help="verl RL parquet of Countdown tasks to leave out of every output")
     args = parser.parse_args(argv)
     if min(args.test_size, args.sft_size, args.sft_test_size, args.train_size) < 0:
         parser.error("sizes must be >= 0")
-    splits, repeated = split_rows(read_rows(args.input), args.input, test_size=args.test_size,
-                                  sft_size=args.sft_size, sft_test_size=args.sft_test_size,
-                                  train_size=args.train_size, seed=args.seed)
-    report = {"input": str(args.input), "seed": args.seed, "repeated_tasks_dropped": repeated, "files": {}}
+    exclude = frozenset(task_key(row, args.exclude, r) for r, row in enumerate(read_rows(args.exclude))) \
+        if args.exclude else frozenset()
+    rows = read_rows(args.input)
+    splits, dropped = split_rows(rows, args.input, test_size=args.test_size, sft_size=args.sft_size,
+                                 sft_test_size=args.sft_test_size, train_size=args.train_size, seed=args.seed,
+                                 exclude=exclude)
+    excluded = sum(task_key(row, args.input, r) in exclude for r, row in enumerate(rows))
+    report = {"input": str(args.input), "seed": args.seed, "repeated_tasks_dropped": dropped - excluded,
+              "exclude": str(args.exclude) if args.exclude else None, "excluded_rows": excluded, "files": {}}
     for name, folder, split in OUTPUTS:
         path = write_rows(splits[name], args.out / folder / f"{split}.parquet", source=args.input)
         buckets = Counter(r["extra_info"].get("bucket") for r in splits[name])
@@ -98,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
                                       "buckets": {str(b): c for b, c in sorted(buckets.items(), key=str)}}
         print(f"{name}: {path} ({len(splits[name])} rows)")
     (args.out / "countdown" / "split.json").write_text(json.dumps(report, indent=1) + "\n")
-    print(f"repeated tasks dropped: {repeated}")
+    print(f"repeated tasks dropped: {dropped - excluded}, rows of excluded tasks dropped: {excluded}")
     return 0
 
 
