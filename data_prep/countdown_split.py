@@ -56,7 +56,8 @@ def renumbered(row: dict, index: int, split: str) -> dict:
 
 
 def split_rows(rows: list[dict], path: Path, *, test_size: int, sft_size: int, sft_test_size: int,
-               train_size: int = 0, seed: int, exclude: frozenset[TaskKey] = frozenset()) -> tuple[dict[str, list[dict]], int]:
+               train_size: int = 0, seed: int,
+               exclude: frozenset[TaskKey] = frozenset()) -> tuple[dict[str, list[dict]], int]:
     """``({"test", "sft_test", "sft", "train": rows}, tasks dropped)``; each file renumbered.
 
     Dropped: a task's repeats, and every row of a task in ``exclude`` (:func:`task_key` values)."""
