@@ -7,7 +7,8 @@
 # and come before the user's overrides, which win. Choose the selector as the first argument, not as a selector=
 # override (that would skip its settings: refused); +objective= is refused too.
 # Environment (scripts/common.sh): PYTHON, DATA_DIR (default data/progress), OUT_DIR (default outputs/progress),
-# MODEL_PATH (default: the recipe's, the SFT checkpoint scripts/progress/sft.sh links), EXPERIMENT_NAME (default
+# MODEL_PATH (default: the recipe's, the paper's SFT checkpoint asingh15/qwen-sft-countdown-defaultproj from the hub;
+# offline: DATA_DIR/models/qwen2.5-0.5b-countdown-sft, which scripts/progress/sft.sh links), EXPERIMENT_NAME (default
 # SETTING-rloo-SELECTOR, e.g. qwen2.5-0.5b_countdown-rloo-uniform), NNODES, GPUS_PER_NODE, RAY_ADDRESS, CPU=1,
 # DRY_RUN=1.
 source "$(dirname "${BASH_SOURCE[0]}")/../common.sh"

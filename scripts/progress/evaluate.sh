@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The paper's evaluation of the progress runs, then its tables:
 #   1. each RLOO run of the grid (OUT_DIR/SETTING-rloo-SELECTOR, SELECTORS as scripts/progress/grid.sh) at its last
-#      checkpoint on the 200 held-out prompts x 16 samples, temperature 0.6, top-k 20, top-p 0.95, 1,024 tokens
-#      (python -m eval.evaluate --preset progress, benchmark "countdown" as verl_ext.rft names it; samples in
-#      RUN/eval/step_N/countdown/samples.jsonl, resumable);
+#      checkpoint on the 200 held-out prompts (benchmark "countdown", as verl_ext.rft names it) and on the official
+#      50-prompt test split of asingh15/countdown_tasks_3to4 (benchmark "countdown_official", the paper's App. B)
+#      x 16 samples, temperature 0.6, top-k 20, top-p 0.95, 1,024 tokens (python -m eval.evaluate --preset
+#      progress; samples in RUN/eval/step_N/BENCHMARK/samples.jsonl, resumable);
 #      runs not trained yet are skipped (named on stderr)
 #   2. python -m eval.tables progress over those runs and the RFT runs scripts/progress/rft.sh evaluated
 #      (rft_naive / rft_clean = OUT_DIR/SETTING-rft_FILTER/sft): average score, pass@k, zero- / all-success, the
@@ -30,7 +31,7 @@ for selector in ${SELECTORS:-$PROGRESS_SELECTORS}; do
     continue
   fi
   execute "$PYTHON" -m eval.evaluate --run "$run" --steps "$step" --benchmarks "countdown=$data_dir/countdown/test.parquet" \
-    --preset progress "$@"
+    "countdown_official=$data_dir/asingh15_countdown_tasks_3to4/test.parquet" --preset progress "$@"
   runs+=("$selector=$run")
 done
 for filter in naive clean; do

@@ -8,8 +8,9 @@
 #      no SFT prompts; bucket counts in DATA_DIR/countdown/split.json), 2. 3 RLOO steps of 16 prompts x 8 rollouts
 #      up to 512 tokens, vLLM rollout, one validation and one checkpoint after the last step (python -m
 #      verl_ext.main), 3. the per-step table, the prompts chosen, and the keys to read (scripts/smoke.sh).
-# The policy is Qwen2.5-0.5B-Instruct, not the recipe's Countdown SFT checkpoint: MODEL_PATH=DATA_DIR/models/
-# qwen2.5-0.5b-countdown-sft after scripts/progress/sft.sh runs from it instead.
+# The policy is Qwen2.5-0.5B-Instruct, not the recipe's Countdown SFT checkpoint: MODEL_PATH=asingh15/qwen-sft-
+# countdown-defaultproj (the paper's) or DATA_DIR/models/qwen2.5-0.5b-countdown-sft (ours, scripts/progress/sft.sh)
+# runs from it instead.
 #   scripts/progress/gpu_smoke.sh [uniform|bucket_uniform|empirical|conservative|density_ratio|random_buckets|
 #     prompt_utility] [Hydra overrides...]
 # Environment: scripts/smoke.sh (MODEL_PATH default Qwen/Qwen2.5-0.5B-Instruct, DATA_DIR default data/progress_smoke,

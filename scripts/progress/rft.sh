@@ -12,7 +12,8 @@
 # Training prompts sampled: the first RFT_PROMPTS (default 4000) of the RL pool, i.e. all of the default pool
 # (scripts/progress/prepare_data.sh: its 62,636 verifier-correct completions of 32 samples at the uniform run's
 # final training reward 0.49 make ~4,000 prompts [decision]). The SFT mix: DATA_DIR/countdown_sft/train.parquet
-# (the warm start's data).
+# (our SFT data [decision]; the paper's checkpoint was trained on the course's Asap7772/cog_behav_all_strategies,
+# which has no converter here).
 # Environment (scripts/common.sh): PYTHON, DATA_DIR (default data/progress), OUT_DIR (default outputs/progress),
 #   RUN    the RLOO run sampled from (default OUT_DIR/qwen2.5-0.5b_countdown-rloo-uniform)
 #   STEP   its checkpoint (default: its last, latest_checkpointed_iteration.txt)

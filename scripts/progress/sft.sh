@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The SFT warm start of the progress recipe (the paper's policy is "the default Qwen2.5-0.5B Countdown SFT
-# checkpoint" of its course pipeline, not public: this makes ours [decision]): recipe.base_model (Qwen2.5-0.5B)
-# fine-tuned with verl's SFT trainer (python -m verl_ext.sft) on DATA_DIR/countdown_sft (scripts/progress/
-# prepare_data.sh: 10,000 Countdown prompts with solver-made <think>...</think> <answer>...</answer> answers,
-# disjoint from the RL pool and the held-out prompts), then its last step's Hugging Face weights linked as
-# DATA_DIR/models/qwen2.5-0.5b-countdown-sft, the recipe's actor_rollout_ref.model.path.
+# Our SFT warm start of the progress recipe, the offline path [decision] (the recipe's policy is the paper's public
+# checkpoint asingh15/qwen-sft-countdown-defaultproj, trained by the course on Asap7772/cog_behav_all_strategies):
+# recipe.base_model (Qwen2.5-0.5B) fine-tuned with verl's SFT trainer (python -m verl_ext.sft) on
+# DATA_DIR/countdown_sft (scripts/progress/prepare_data.sh: 10,000 Countdown prompts with solver-made
+# <think>...</think> <answer>...</answer> answers, disjoint from the RL pool and the evaluation prompts), then its
+# last step's Hugging Face weights linked as DATA_DIR/models/qwen2.5-0.5b-countdown-sft: train from it with
+# MODEL_PATH=DATA_DIR/models/qwen2.5-0.5b-countdown-sft scripts/progress/qwen2.5-0.5b_countdown.sh ...
 #   scripts/progress/sft.sh [Hydra overrides of verl's sft_trainer_engine...]
 # Settings, all [decision] (the paper gives none): 2 epochs, batch 64 sequences, lr 1e-5 (AdamW, verl's: constant,
 # no warm-up, weight decay 0.01, grad clip 1.0), sequences up to 1,024 tokens (prompt + answer), validation loss on

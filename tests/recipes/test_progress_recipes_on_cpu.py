@@ -93,9 +93,9 @@ def test_grid_run_has_the_paper_hyperparameters(selector):
     assert _settings_overrides(words) == ["+objective=rloo", f"selector={selector}"]
     cfg = _compose(SETTING, *_overrides(words))
     actor, rollout = cfg.actor_rollout_ref.actor, cfg.actor_rollout_ref.rollout
-    # the policy: the SFT checkpoint scripts/progress/sft.sh links, fine-tuned from Qwen2.5-0.5B
+    # the policy: the paper's public SFT checkpoint (ours, offline: scripts/progress/sft.sh from Qwen2.5-0.5B)
     assert cfg.recipe.base_model == "Qwen/Qwen2.5-0.5B"
-    assert cfg.actor_rollout_ref.model.path == "/data/models/qwen2.5-0.5b-countdown-sft"
+    assert cfg.actor_rollout_ref.model.path == "asingh15/qwen-sft-countdown-defaultproj"
     # 100 steps of 128 prompts x 8 rollouts, lr 1e-5, temperature 1.0 [paper]; one update per step [decision]
     assert (cfg.data.train_batch_size, rollout.n, rollout.temperature) == (128, 8, 1.0)
     assert (rollout.top_p, rollout.top_k) == (1.0, -1) and rollout_budget(cfg) == 1024
@@ -105,11 +105,13 @@ def test_grid_run_has_the_paper_hyperparameters(selector):
     assert (cfg.data.max_response_length, cfg.data.max_prompt_length) == (1024, 256)
     _check_rloo(cfg)
     _check_selector(cfg, selector)
-    # validation = the paper's evaluation protocol: 200 held-out prompts x 16, T 0.6, top-k 20, top-p 0.95, 1024 tokens
+    # validation = the paper's evaluation protocol: 200 held-out prompts and the official 50-prompt test split x 16,
+    # T 0.6, top-k 20, top-p 0.95, 1024 tokens
     val = rollout.val_kwargs
     assert (val.n, val.temperature, val.top_k, val.top_p, val.do_sample) == (16, 0.6, 20, 0.95, True)
     assert cfg.data.train_files == "/data/countdown/train.parquet"
-    assert list(cfg.data.val_files) == ["/data/countdown/test.parquet"]
+    assert list(cfg.data.val_files) == ["/data/countdown/test.parquet",
+                                        "/data/asingh15_countdown_tasks_3to4/test.parquet"]
     assert cfg.reward.custom_reward_function.path == "pkg://verl_ext.rewards"
     assert cfg.trainer.val_before_train and (cfg.trainer.test_freq, cfg.trainer.save_freq) == (10, 50)
     assert cfg.trainer.experiment_name == f"{SETTING}-rloo-{selector}"
@@ -172,20 +174,22 @@ def test_launcher_refuses_what_it_cannot_set_up():
 
 
 def test_prepare_data_dry_run(tmp_path):
-    prep, split, *sft = commands(_launch("prepare_data.sh", DATA_DIR=str(tmp_path),
-                                         COUNTDOWN_TASKS_3TO4_INPUT="/dl/countdown.parquet"))
-    assert prep[1:] == ["-m", "data_prep", "countdown_tasks_3to4", "--out", str(tmp_path), "--input",
-                        "/dl/countdown.parquet"]
-    assert split[1:] == ["-m", "data_prep.countdown_split", "--input",
-                         f"{tmp_path}/countdown_tasks_3to4/train.parquet", "--out", str(tmp_path), "--test-size", "200",
+    train, test, split, *sft = commands(_launch("prepare_data.sh", DATA_DIR=str(tmp_path),
+                                                COUNTDOWN_TEST_INPUT="/dl/test.parquet"))
+    source = f"{tmp_path}/asingh15_countdown_tasks_3to4"  # the paper's data: its train and official test splits
+    assert train[1:] == ["-m", "data_prep", "asingh15_countdown_tasks_3to4", "--split", "train", "--out", str(tmp_path)]
+    assert test[1:] == ["-m", "data_prep", "asingh15_countdown_tasks_3to4", "--split", "test", "--out", str(tmp_path),
+                        "--input", "/dl/test.parquet"]
+    assert split[1:] == ["-m", "data_prep.countdown_split", "--input", f"{source}/train.parquet",
+                         "--exclude", f"{source}/test.parquet", "--out", str(tmp_path), "--test-size", "200",
                          "--sft-size", "10000", "--sft-test-size", "200", "--train-size", "4000", "--seed", "0"]
     assert [r[1:] for r in sft] == [["-m", "data_prep.sft", "--from-rl",
                                      f"{tmp_path}/countdown_sft_prompts/{s}.parquet",
                                      "--out", f"{tmp_path}/countdown_sft/{s}.parquet"] for s in ("train", "test")]
-    cfg = _compose(SETTING, f"recipe.data_dir={tmp_path}")  # the recipe trains and validates on the split's files
-    assert (cfg.data.train_files, list(cfg.data.val_files)) == (f"{tmp_path}/countdown/train.parquet",
-                                                                [f"{tmp_path}/countdown/test.parquet"])
-    small = commands(_launch("prepare_data.sh", DATA_DIR=str(tmp_path), SFT_SIZE="500", TRAIN_SIZE="0"))[1]
+    cfg = _compose(SETTING, f"recipe.data_dir={tmp_path}")  # the recipe trains and validates on these files
+    assert (cfg.data.train_files, list(cfg.data.val_files)) == (
+        f"{tmp_path}/countdown/train.parquet", [f"{tmp_path}/countdown/test.parquet", f"{source}/test.parquet"])
+    small = commands(_launch("prepare_data.sh", DATA_DIR=str(tmp_path), SFT_SIZE="500", TRAIN_SIZE="0"))[2]
     assert small[small.index("--sft-size") + 1] == "500" and small[small.index("--train-size") + 1] == "0"
     assert not any(tmp_path.iterdir())  # a dry run writes nothing
 
@@ -201,9 +205,9 @@ def test_sft_dry_run(tmp_path):
                        "checkpoint.save_contents=[hf_model]", "trainer.resume_mode=disable",
                        "trainer.project_name=progress", f"trainer.experiment_name=sft-{SETTING}",
                        f"trainer.default_local_dir={run}", "trainer.n_gpus_per_node=8", "optim.lr=2e-5"]
-    # its last step's weights become the recipe's policy
-    policy = _compose(SETTING, f"recipe.data_dir={tmp_path}").actor_rollout_ref.model.path
-    assert link == ["ln", "-sfn", f"{run}/global_step_LAST/huggingface", policy]
+    # its last step's weights, linked where MODEL_PATH finds them (the offline policy)
+    offline = f"{tmp_path}/models/qwen2.5-0.5b-countdown-sft"
+    assert link == ["ln", "-sfn", f"{run}/global_step_LAST/huggingface", offline]
     cpu = commands(_launch("sft.sh", DATA_DIR=str(tmp_path), CPU="1", BASE_MODEL="/models/q05"))[0]
     assert cpu[3:5] == ["--cpu", "model.path=/models/q05"] and not any("n_gpus" in w for w in cpu)
     (tmp_path / "models" / "qwen2.5-0.5b-countdown-sft").mkdir(parents=True)
@@ -247,7 +251,9 @@ def test_evaluate_dry_run(tmp_path):
                                       SELECTORS="uniform conservative"))
     assert [e[1:] for e in evals] == [
         ["-m", "eval.evaluate", "--run", f"{tmp_path}/{SETTING}-rloo-{s}", "--steps", step, "--benchmarks",
-         "countdown=/data/countdown/test.parquet", "--preset", "progress", "--backend", "hf"]
+         "countdown=/data/countdown/test.parquet",
+         "countdown_official=/data/asingh15_countdown_tasks_3to4/test.parquet",
+         "--preset", "progress", "--backend", "hf"]
         for s, step in (("uniform", "60"), ("conservative", "100"))]
     assert tables[1:] == ["-m", "eval.tables", "progress", "--runs", f"uniform={run}",
                           f"conservative={tmp_path}/{SETTING}-rloo-conservative",
