@@ -1,7 +1,7 @@
 """DOTS selector (verl_ext/axes/dots.py): attention prediction, targeting, reference set, resume, errors."""
 
 import copy
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -197,6 +197,125 @@ def test_yaml_preset_spells_out_the_defaults():
     import verl_ext
 
     with initialize_config_dir(str(Path(verl_ext.__file__).parent / "config" / "selector"), version_base=None):
-        made = make_config("selector", compose("dots"))
+        composed = compose("dots")
+        made = make_config("selector", composed)
     assert made == DotsSelectorConfig()
+    assert set(composed) == {f.name for f in fields(DotsSelectorConfig)}  # every key spelled out
     assert replace(made, reference_size=256).reference_size == 256
+
+
+# ---------------------------------------------------------------- the authors' trained predictor (predictor=adapter)
+def reference_adapter(model, query, ref, ref_pass):
+    """The authors' rule (teacher_utils.py: build_projection, RegressionHead, ResidualHead group_logit_temp),
+    re-derived in NumPy from the model's weights, dropout off."""
+    from scipy.special import erf, expit, logit
+
+    w = {k: v.detach().double().numpy() for k, v in model.state_dict().items()}
+
+    def norm(x, name):
+        mu, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+        return (x - mu) / np.sqrt(var + 1e-5) * w[f"{name}.weight"] + w[f"{name}.bias"]
+
+    def proj(x, prefix):  # LayerNorm(0), Linear(1), GELU, Dropout, Linear(4), LayerNorm(5)
+        x = norm(x, f"{prefix}.0")
+        x = x @ w[f"{prefix}.1.weight"].T + w[f"{prefix}.1.bias"]
+        x = 0.5 * x * (1 + erf(x / np.sqrt(2)))
+        x = x @ w[f"{prefix}.4.weight"].T + w[f"{prefix}.4.bias"]
+        return norm(x, f"{prefix}.5")
+
+    q, r = proj(query, "query_proj"), proj(ref, "ref_proj")
+    scores = q @ r.T / np.sqrt(r.shape[1])
+    a = np.exp(scores - scores.max(1, keepdims=True))
+    base = (a / a.sum(1, keepdims=True)) @ ref_pass
+    stats = np.array([ref_pass.mean(), ref_pass.std(ddof=1)])
+    h = np.maximum(stats @ w["head.0.weight"].T + w["head.0.bias"], 0) @ w["head.2.weight"].T + w["head.2.bias"]
+    temp = np.clip(np.log1p(np.exp(h[0])), 1e-2, 10)
+    return expit(logit(np.clip(base, 1e-4, 1 - 1e-4)) / temp + np.tanh(h[1]))
+
+
+def tiny_adapter(input_size=3, seed=0):
+    import torch
+
+    from verl_ext.axes.dots_predictor import AdapterShape, DifficultyAdapter
+
+    torch.manual_seed(seed)
+    model = DifficultyAdapter(AdapterShape(input_size, hidden_size=5, num_layers=2))
+    with torch.no_grad():  # LayerNorm affines away from 1 / 0, so the reference checks them too
+        for p in model.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    return model.eval()
+
+
+def test_adapter_matches_the_authors_rule_computed_by_hand():
+    from verl_ext.axes.dots_predictor import predict_pass_rate
+
+    rng = np.random.default_rng(0)
+    model = tiny_adapter()
+    query, ref, ref_pass = rng.normal(size=(7, 3)), rng.normal(size=(4, 3)), np.array([0.0, 0.25, 0.875, 1.0])
+    got = predict_pass_rate(model, query, ref, ref_pass, chunk=3)  # chunks of 3, 3, 1
+    np.testing.assert_allclose(got, reference_adapter(model, query, ref, ref_pass), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match=">= 2 reference"):
+        predict_pass_rate(model, query, ref[:1], ref_pass[:1])
+
+
+def test_adapter_training_learns_pass_rates_of_unseen_prompts():
+    """Two policies whose pass rates follow the first embedding coordinate (one shifted): after the authors' training
+    loop the predictions of held-out prompts, from a policy's own reference pass rates, track that policy (the
+    untrained model: negative correlation, mean error about 0.3)."""
+    import torch
+    from scipy.special import expit
+
+    from verl_ext.axes.dots_predictor import AdapterShape, predict_pass_rate, train_adapter
+
+    rng = np.random.default_rng(1)
+    emb = rng.normal(size=(160, 4))
+    table = np.stack([expit(2.5 * emb[:, 0]), expit(2.5 * emb[:, 0] - 1.5)])
+    rows = rng.permutation(160)
+    query_rows, ref_rows, held_out = rows[:96], rows[96:128], rows[128:]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny matrices: threads only contend
+    try:
+        model = train_adapter(emb, table, query_rows, ref_rows, AdapterShape(4, hidden_size=16, num_layers=2),
+                              ref_size=16, batch_size=32, epochs=20, lr=1e-2, seed=1)
+    finally:
+        torch.set_num_threads(threads)
+    pred = [predict_pass_rate(model, emb[held_out], emb[ref_rows], table[p, ref_rows]) for p in range(2)]
+    for policy in range(2):
+        assert np.corrcoef(pred[policy], table[policy, held_out])[0, 1] > 0.75
+        assert np.mean(np.abs(pred[policy] - table[policy, held_out])) < 0.2
+    assert np.all(pred[1] < pred[0])  # the weaker policy's reference pass rates lower every prediction
+    with pytest.raises(ValueError, match="disjoint"):
+        train_adapter(emb, table, query_rows, query_rows[:20], ref_size=16)
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        train_adapter(emb, table * 2, query_rows, ref_rows, ref_size=16)
+
+
+def test_selector_with_the_adapter_predicts_one_minus_its_pass_rate_then_recalibrates(tmp_path):
+    from verl_ext.axes.dots_predictor import predict_pass_rate, save_adapter
+
+    model, path = tiny_adapter(input_size=3, seed=2), tmp_path / "adapter.pt"
+    save_adapter(model, str(path))
+    rng = np.random.default_rng(3)
+    emb = rng.normal(size=(30, 3)) * 4.0  # raw: the adapter's LayerNorm sees them unnormalised
+    pool = pool_with(emb)
+    cfg = {"name": "dots", "predictor": "adapter", "predictor_file": str(path), "reference_size": 6,
+           "calibrate": False}
+    sel = build_selector(cfg, pool, 0)
+    chosen = sel.select(1, 12)
+    sel.update(1, results_for(chosen, [0.25, 0.5, 0.75, 1.0, 0.0, 0.5] + [0.5] * 6))
+    keys = sel.key_positions
+    expected = 1.0 - predict_pass_rate(model, emb, emb[keys], 1.0 - sel.key_difficulty)
+    np.testing.assert_allclose(sel.predict(), expected, rtol=1e-6)
+    calibrated = build_selector({**cfg, "calibrate": True}, pool, 0)
+    calibrated.load_state_dict(sel.state_dict())
+    calibrated._fit_line()
+    a, c = np.polyfit(expected[keys], sel.key_difficulty, 1)
+    np.testing.assert_allclose(calibrated.predict(), a * expected + c, rtol=1e-5, atol=1e-8)
+    with pytest.raises(ValueError, match="takes 3-d embeddings, the data has 2-d"):
+        build_selector(cfg, pool_with(np.ones((5, 2))), 0)
+    with pytest.raises(ValueError, match="predictor_file"):
+        make_config("selector", {"name": "dots", "predictor": "adapter"})
+    with pytest.raises(ValueError, match="reference_size=1 must be >= 2"):
+        make_config("selector", {**cfg, "reference_size": 1})
+    with pytest.raises(ValueError, match="cannot load the predictor"):
+        build_selector({**cfg, "predictor_file": str(tmp_path / "nope.pt")}, pool, 0)

@@ -1,5 +1,5 @@
 """DOTS: difficulty-targeted online data selection (Sun et al. 2025, arXiv 2506.05316), the selector half of
-the "DOTS+RR" baseline of ADS (SPEC.md §4), checked against the authors' code (ASTRAL-Group/data-efficient-llm-rl,
+the "DOTS+RR" baseline of ADS, checked against the authors' code (ASTRAL-Group/data-efficient-llm-rl @ 59df918,
 ``rl_training/verl/verl/trainer/ppo/ray_trainer.py`` = RT, ``.../ppo/teacher_utils.py`` = TU).
 
 Tags: **[paper]** the paper / the authors' code, **[decision]** chosen here.
@@ -7,13 +7,15 @@ Tags: **[paper]** the paper / the authors' code, **[decision]** chosen here.
 * **Adaptive difficulty [paper]** ``d_q = 1 − pass rate`` over the prompt's rollouts (the code works with the pass
   rate itself; the linear calibration and the distance to 0.5 make the two equivalent). Pass rate =
   ``StepResults.per_task()`` (successes = reward ≥ 1).
-* **Attention prediction [paper]** ``d̂_q = Σ_{j∈R} a_qj d_j``, ``a_qj = softmax_j(s(z_q, z_j) / τ_a)`` over the
-  measured reference prompts ``R`` (all of them: top_k null). The authors' ``z`` are frozen-LLM embeddings
-  (Qwen2.5-Math-1.5B-Instruct, mean-pooled last hidden states) passed through a trained adapter, with a scaled
-  dot product and τ_a = 1, then a trained calibration head (TU:101-153). [decision] No adapter or head is
-  trained here: ``z`` is a fixed vector per prompt read from the data (``python -m data_prep.ads_clusters``
-  writes the clustered PCA space as ``OUT_STEM.embeddings.npy``: ``embedding_file``; or an ``extra_info`` list
-  column), the similarity is cosine with τ_a = 0.1 (``similarity=dot`` for an adapter's outputs).
+* **Prediction** ``d̂_q`` from the measured reference prompts ``R`` (all of them: top_k null), two predictors:
+  ``predictor=adapter`` [authors' code] the authors' trained adapter and calibration head
+  (:mod:`verl_ext.axes.dots_predictor`, TU:91-170), trained offline on a multi-policy pass-rate table and frozen,
+  read from ``predictor_file`` (its input: the raw prompt embeddings, e.g. mean-pooled LLM hidden states);
+  ``predictor=attention`` [decision] no training: ``d̂_q = Σ_{j∈R} a_qj d_j``, ``a_qj = softmax_j(s(z_q, z_j) / τ_a)``
+  over fixed vectors ``z`` read from the data (``python -m data_prep.ads_clusters`` writes the clustered PCA space
+  as ``OUT_STEM.embeddings.npy``: ``embedding_file``; or an ``extra_info`` list column), cosine with τ_a = 0.1
+  (``similarity=dot`` for an adapter's outputs). [decision] ``attention`` stays the default while no predictor file
+  exists for the recipes' data (training one needs pass rates of several policies on the training prompts).
 * **Linear recalibration [paper]** (TU:256-269, ``calibrate=true``): each round a least-squares line
   ``d ≈ a d̂ + c`` is fitted on the reference prompts' own predictions (each attends to the whole reference set,
   itself included) and applied to every prediction, unclipped. With one distinct prediction the line is flat at
@@ -30,7 +32,7 @@ Tags: **[paper]** the paper / the authors' code, **[decision]** chosen here.
   generation). ``attend_to=batch`` uses every prompt measured at the previous step as a key (off by default:
   targeted prompts are a biased sample). ``reference_size`` defaults to 32, a quarter of ADS's 128 prompts.
 
-Not the same as ``selector=bots_dots`` (SPEC.md §1, :mod:`verl_ext.axes.bots`): that is BOTS's *proxy* for a
+Not the same as ``selector=bots_dots`` (:mod:`verl_ext.axes.bots`): that is BOTS's *proxy* for a
 DOTS-like setting — a Beta posterior per task fed only by implicit evidence interpolated between a weak and a
 strong model's offline pass-rate columns, with no embeddings and no reference set.
 
@@ -47,9 +49,11 @@ from typing import Optional
 import numpy as np
 
 from verl_ext.axes.base import TaskSelector, require_finite
+from verl_ext.axes.dots_predictor import load_adapter, predict_pass_rate
 from verl_ext.axes.types import StepResults, TaskPool
 
 SIMILARITIES = ("cosine", "dot")
+PREDICTORS = ("attention", "adapter")
 ATTEND_TO = ("reference", "batch")
 
 
@@ -62,6 +66,8 @@ class DotsSelectorConfig:
     target: float = 0.5  # adaptive difficulty aimed at
     temperature: float = 0.001  # 0 = the prompts closest to target; > 0 = softmax(-|d̂ - target| / temperature) draws
     calibrate: bool = True  # the authors' per-round least-squares line from the reference set's own predictions
+    predictor: str = "attention"  # attention (fixed embeddings, no training) | adapter (the authors' trained model)
+    predictor_file: Optional[str] = None  # predictor=adapter: dots_predictor.save_adapter's file
     attention_temperature: float = 0.1  # τ_a of the attention softmax over similarities
     similarity: str = "cosine"  # cosine | dot
     attend_to: str = "reference"  # keys of the attention: the last reference set, or the whole last batch
@@ -77,6 +83,15 @@ class DotsSelectorConfig:
             raise ValueError(f"selector=dots: temperature={self.temperature} must be >= 0")
         if self.attention_temperature <= 0.0:
             raise ValueError(f"selector=dots: attention_temperature={self.attention_temperature} must be > 0")
+        if self.predictor not in PREDICTORS:
+            raise ValueError(f"selector=dots: predictor={self.predictor!r}; choose from {list(PREDICTORS)}")
+        if (self.predictor == "adapter") != (self.predictor_file is not None):
+            raise ValueError(f"selector=dots: predictor_file={self.predictor_file!r} is required with, and only with, "
+                             f"predictor=adapter (got predictor={self.predictor!r}); train one with "
+                             "verl_ext.axes.dots_predictor.train_adapter + save_adapter")
+        if self.predictor == "adapter" and self.reference_size < 2:
+            raise ValueError("selector=dots: predictor=adapter reads the reference pass rates' standard deviation: "
+                             f"reference_size={self.reference_size} must be >= 2")
         if self.similarity not in SIMILARITIES:
             raise ValueError(f"selector=dots: similarity={self.similarity!r}; choose from {list(SIMILARITIES)}")
         if self.attend_to not in ATTEND_TO:
@@ -84,7 +99,8 @@ class DotsSelectorConfig:
 
 
 def load_embeddings(pool: TaskPool, config: DotsSelectorConfig) -> np.ndarray:
-    """``[N, D]`` float embeddings of the pool's tasks (dataset order), checked finite; L2-normalised for cosine."""
+    """``[N, D]`` float embeddings of the pool's tasks (dataset order), checked finite; L2-normalised for the cosine
+    attention (the adapter takes them raw, as the authors' model does)."""
     hint = ("python -m data_prep.ads_clusters does not store embedding vectors: write them as an extra_info list "
             "column (selector.embedding_column) or a .npy file aligned with extra_info.index (selector.embedding_file)")
     if config.embedding_file is not None:
@@ -116,7 +132,7 @@ def load_embeddings(pool: TaskPool, config: DotsSelectorConfig) -> np.ndarray:
     if len(bad):
         raise ValueError(f"selector=dots: {source} is not finite for {len(bad)} tasks, e.g. extra_info.index "
                          f"{pool.index[bad[:5]].tolist()}")
-    if config.similarity == "cosine":
+    if config.predictor == "attention" and config.similarity == "cosine":
         norm = np.linalg.norm(emb, axis=1, keepdims=True)
         if np.any(norm == 0):
             raise ValueError(f"selector=dots: {source} has zero vectors (cosine similarity undefined), e.g. "
@@ -140,6 +156,10 @@ class DotsSelector(TaskSelector):
     def __init__(self, config: DotsSelectorConfig, pool: TaskPool, seed: int):
         super().__init__(config, pool, seed)
         self.embedding = load_embeddings(pool, config)
+        self.adapter = load_adapter(config.predictor_file) if config.predictor == "adapter" else None
+        if self.adapter is not None and self.adapter.shape.input_size != self.embedding.shape[1]:
+            raise ValueError(f"selector=dots: predictor_file {config.predictor_file!r} takes "
+                             f"{self.adapter.shape.input_size}-d embeddings, the data has {self.embedding.shape[1]}-d")
         self.rng = np.random.default_rng(seed)
         self.key_positions = np.zeros(0, dtype=np.int64)  # tasks measured at the last update
         self.key_difficulty = np.zeros(0, dtype=np.float64)  # their adaptive difficulty 1 - pass rate
@@ -160,6 +180,8 @@ class DotsSelector(TaskSelector):
         if len(self.key_positions) == 0:
             return np.full(len(emb), np.nan)
         keys = self.embedding[self.key_positions]
+        if self.adapter is not None:  # it predicts pass rates
+            return 1.0 - predict_pass_rate(self.adapter, emb, keys, 1.0 - self.key_difficulty, self.CHUNK)
         temp = self.config.attention_temperature
         return np.concatenate([attention_predict(emb[i:i + self.CHUNK], keys, self.key_difficulty, temp)
                                for i in range(0, len(emb), self.CHUNK)]) if len(emb) else np.zeros(0)
