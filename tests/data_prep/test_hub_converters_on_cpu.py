@@ -46,6 +46,8 @@ CASES = {
     }),
     "countdown_tasks_3to4": ("countdown_tasks_3to4.parquet", "Jiayi-Pan/Countdown-Tasks-3to4", "countdown",
                              {"kept": 3}, {2: (None, {"target": 28, "numbers": [95, 11, 56, 40]})}),
+    "asingh15_countdown_tasks_3to4": ("asingh15_countdown_tasks_3to4_train.parquet", "asingh15/countdown_tasks_3to4",
+                                      "countdown", {"kept": 5}, {2: (None, {"target": 19, "numbers": [7, 9, 4]})}),
     "aime24": ("aime_2024.parquet", "HuggingFaceH4/aime_2024", "math", {"kept": 3}, {1: (None, "801")}),
     "aime25": ("aime25_test.jsonl", "math-ai/aime25", "math", {"kept": 3}, {
         0: ("Find the sum of all integer bases $b>9$ for which $17_b$ is a divisor of $97_b$.\n\n" + MATH_INSTRUCTION,
@@ -78,7 +80,8 @@ CASES = {
     }),
 }
 
-TRAINING = {"guru_math", "guru_code", "guru_logic", "dapo_math", "math_lvl3to5", "openr1_math", "countdown_tasks_3to4"}
+TRAINING = {"guru_math", "guru_code", "guru_logic", "dapo_math", "math_lvl3to5", "openr1_math", "countdown_tasks_3to4",
+            "asingh15_countdown_tasks_3to4"}
 # No imports: `List` comes from the ground truth's "prefix", which the code verifier prepends.
 TWO_SUM = "class Solution:\n    def twoSum(self, nums: List[int], target: int) -> List[int]:\n"
 PAIR_SUM = "class Solution:\n    def maxPairSum(self, nums: List[int]) -> int:\n"
