@@ -319,3 +319,55 @@ def test_selector_with_the_adapter_predicts_one_minus_its_pass_rate_then_recalib
         make_config("selector", {**cfg, "reference_size": 1})
     with pytest.raises(ValueError, match="cannot load the predictor"):
         build_selector({**cfg, "predictor_file": str(tmp_path / "nope.pt")}, pool, 0)
+
+
+# ---------------------------------------------------------------- protocol=measured (the authors' rounds)
+def test_measured_protocol_serves_the_authors_round():
+    """RT:813-925 by hand: a round measures its reference set only, predicts every prompt (attention, then the line
+    fitted on the reference set), draws round_steps x per-step prompts nearest 0.5 from the whole pool and serves them
+    over round_steps steps: batch_size per step in the first round, floor(fresh_fraction x batch_size) after it."""
+    rng = np.random.default_rng(4)
+    emb = rng.normal(size=(10, 3))
+    pool = pool_with(emb)
+    cfg = {"name": "dots", "protocol": "measured", "reference_size": 4, "round_steps": 2, "fresh_fraction": 0.5,
+           "temperature": 0.0, "similarity": "dot", "attention_temperature": 1.0}
+    sel = build_selector(cfg, pool, 0)
+    with pytest.raises(RuntimeError, match="measure"):
+        sel.select(1, 3)
+    reference = sel.measurement(1)
+    assert len(np.unique(reference)) == 4
+    pass_rate = np.array([0.0, 0.25, 0.75, 1.0])
+    sel.measure(1, results_for(reference, pass_rate))
+
+    d_ref = 1.0 - pass_rate  # the authors' rule, written out
+    logits = emb @ emb[reference].T
+    w = np.exp(logits - logits.max(1, keepdims=True))
+    raw = (w / w.sum(1, keepdims=True)) @ d_ref
+    a, c = np.polyfit(raw[reference], d_ref, 1)
+    nearest = np.argsort(np.abs(a * raw + c - 0.5))
+    np.testing.assert_allclose(sel.predict(), a * raw + c, rtol=1e-9)
+
+    first = sel.select(1, 3)
+    assert sel.metrics()["calibration_slope"] == pytest.approx(a) and sel.metrics()["round_left"] == 3.0
+    assert sel.measurement(2).size == 0  # mid-round: nothing to measure
+    second = sel.select(2, 3)
+    assert len(first) == len(second) == 3 and set(first) | set(second) == set(nearest[:6].tolist())
+    keys = sel.key_positions.copy()
+    sel.update(2, results_for(second, [1.0, 1.0, 1.0]))
+    assert np.array_equal(sel.key_positions, keys) and "prediction_abs_error" in sel.metrics()  # training: no keys
+
+    again = sel.measurement(3)  # the next round: a fresh reference set, sigma x batch per step
+    sel.measure(3, results_for(again, [0.5, 0.5, 0.0, 1.0]))
+    third = sel.select(3, 3)
+    assert len(third) == 1 and sel.metrics()["round_selected"] == 2.0
+    resumed = build_selector(cfg, pool, 99)
+    resumed.load_state_dict(copy.deepcopy(sel.state_dict()))
+    assert resumed.select(4, 3).tolist() == sel.select(4, 3).tolist()
+    assert resumed.measurement(5).tolist() == sel.measurement(5).tolist() and len(sel.measurement(5)) == 4
+    with pytest.raises(ValueError, match="outside this round's reference set"):
+        sel.measure(5, results_for(np.setdiff1d(pool.index, sel.pool.index[sel.reference])[:1], [0.5]))
+    with pytest.raises(RuntimeError, match="protocol=measured"):
+        build_selector({"name": "dots", "reference_size": 2}, pool, 0).measure(1, results_for([0], [0.5]))
+    assert build_selector({"name": "dots", "reference_size": 2}, pool, 0).measurement(1).size == 0
+    with pytest.raises(ValueError, match="round_steps"):
+        make_config("selector", {**cfg, "round_steps": 0})

@@ -22,15 +22,21 @@ Tags: **[paper]** the paper / the authors' code, **[decision]** chosen here.
   the mean (scikit-learn's LinearRegression there).
 * **Selection [paper]** utility ``−|d̂_q − target|``, target 0.5; ``temperature > 0`` draws without replacement
   from ``softmax(−|d̂ − target| / temperature)`` (Gumbel top-k: no underflow), the authors' τ = 1e-3;
-  ``temperature = 0`` takes the closest. The first selection (nothing measured) is uniform.
-* **Reference set** re-drawn uniformly every step [paper]. [decision] The authors roll the reference set
-  (256 prompts) out first, with the current policy, use its rollouts only to measure, then predict and select in
-  the same round (RT:816-910; one round serves ``mu = 2`` steps). verl rolls a step's batch out at once, so here
-  the reference prompts are part of the step's batch and train too: ``select`` returns ``reference_size``
-  reference prompts followed by ``batch_size − reference_size`` targeted ones (disjoint), and the targeted part
-  of step ``t`` is predicted from the reference measured at step ``t − 1`` (one step stale, no extra
-  generation). ``attend_to=batch`` uses every prompt measured at the previous step as a key (off by default:
-  targeted prompts are a biased sample). ``reference_size`` defaults to 32, a quarter of ADS's 128 prompts.
+  ``temperature = 0`` takes the closest.
+* **Reference set and rounds**, two protocols. ``protocol=measured`` [authors' code] (RT:813-925): a round starts
+  with ``reference_size`` prompts (theirs: 256) drawn uniformly from the pool and rolled out with the current policy
+  **for measurement only** (:meth:`DotsSelector.measurement`, then :meth:`DotsSelector.measure` with their scored
+  rollouts); every prompt of the pool is predicted and ``round_steps x`` the per-step count is drawn and shuffled in
+  the same round, then served over ``round_steps`` steps (their ``mu = 2``): ``batch_size`` prompts per step in the
+  first round (their ``B``), ``⌊fresh_fraction x batch_size⌋`` after it (``σ B``; the replay filter fills the rest).
+  The training rollouts never change the keys. This needs the trainer to generate and score the measurement
+  prompts before ``select``, not train on them and log them apart (not wired yet). ``protocol=in_batch``
+  [decision] (default, no extra generation): the reference prompts are part of the step's batch and train too:
+  ``select`` returns ``reference_size`` reference prompts, re-drawn every step, followed by
+  ``batch_size − reference_size`` targeted ones (disjoint), the targeted part of step ``t`` predicted from the
+  reference measured at step ``t − 1`` (one step stale), uniform at the first step. ``attend_to=batch`` uses every
+  prompt measured at the previous step as a key (off by default: targeted prompts are a biased sample).
+  ``reference_size`` defaults to 32, a quarter of ADS's 128 prompts.
 
 Not the same as ``selector=bots_dots`` (:mod:`verl_ext.axes.bots`): that is BOTS's *proxy* for a
 DOTS-like setting — a Beta posterior per task fed only by implicit evidence interpolated between a weak and a
@@ -54,6 +60,7 @@ from verl_ext.axes.types import StepResults, TaskPool
 
 SIMILARITIES = ("cosine", "dot")
 PREDICTORS = ("attention", "adapter")
+PROTOCOLS = ("in_batch", "measured")
 ATTEND_TO = ("reference", "batch")
 
 
@@ -71,6 +78,9 @@ class DotsSelectorConfig:
     attention_temperature: float = 0.1  # τ_a of the attention softmax over similarities
     similarity: str = "cosine"  # cosine | dot
     attend_to: str = "reference"  # keys of the attention: the last reference set, or the whole last batch
+    protocol: str = "in_batch"  # in_batch (reference trains, one step stale) | measured (the authors' rounds)
+    round_steps: int = 2  # protocol=measured: steps one selection serves (the authors' mu)
+    fresh_fraction: float = 0.5  # protocol=measured: share of batch_size selected per step after the first round (σ)
     embedding_column: str = "embedding"  # extra_info list column of the prompt embedding
     embedding_file: Optional[str] = None  # .npy [max index + 1, D], row i = extra_info.index i; overrides the column
 
@@ -92,6 +102,11 @@ class DotsSelectorConfig:
         if self.predictor == "adapter" and self.reference_size < 2:
             raise ValueError("selector=dots: predictor=adapter reads the reference pass rates' standard deviation: "
                              f"reference_size={self.reference_size} must be >= 2")
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"selector=dots: protocol={self.protocol!r}; choose from {list(PROTOCOLS)}")
+        if self.round_steps < 1 or not 0.0 < self.fresh_fraction <= 1.0:
+            raise ValueError(f"selector=dots: round_steps={self.round_steps} must be >= 1 and "
+                             f"fresh_fraction={self.fresh_fraction} in (0, 1]")
         if self.similarity not in SIMILARITIES:
             raise ValueError(f"selector=dots: similarity={self.similarity!r}; choose from {list(SIMILARITIES)}")
         if self.attend_to not in ATTEND_TO:
@@ -167,6 +182,11 @@ class DotsSelector(TaskSelector):
         self.targeted = np.zeros(0, dtype=np.int64)  # positions of the last targeted prompts
         self.targeted_prediction = np.zeros(0, dtype=np.float64)  # their d̂ at selection (NaN: none)
         self.line = np.array([1.0, 0.0])  # (a, c) of the calibration d ≈ a d̂ + c
+        self.queue = np.zeros(0, dtype=np.int64)  # protocol=measured: positions still to serve this round
+        self.round_prediction = np.zeros(0, dtype=np.float64)  # their d̂ at the round's selection
+        self.per_step = 0  # protocol=measured: prompts served per step this round
+        self.rounds = 0  # protocol=measured: selections made
+        self.measured = False  # protocol=measured: a reference set measured since the last selection
         self._metrics: dict[str, float] = {}
 
     # ---------------------------------------------------------------- prediction
@@ -195,9 +215,26 @@ class DotsSelector(TaskSelector):
 
     # ---------------------------------------------------------------- selection
     def select(self, step: int, batch_size: int) -> np.ndarray:
-        cfg, n = self.config, len(self.pool)
+        n = len(self.pool)
         if not 0 < batch_size <= n:
             raise ValueError(f"selector=dots: batch of {batch_size} tasks from a pool of {n}")
+        return self._serve_round(batch_size) if self.config.protocol == "measured" else self._select_in_batch(batch_size)
+
+    def _draw(self, d_hat: np.ndarray, k: int) -> np.ndarray:
+        """``k`` positions into ``d_hat`` near ``target``, best first: Gumbel top-k draws, or the closest."""
+        cfg = self.config
+        distance = np.abs(d_hat - cfg.target)
+        if cfg.temperature > 0:  # Gumbel top-k = k draws without replacement from softmax(-distance / T)
+            keys, order = distance / cfg.temperature - self.rng.gumbel(size=len(d_hat)), None
+        else:  # ties (e.g. duplicate embeddings) broken uniformly at random
+            order = self.rng.permutation(len(d_hat))
+            keys = distance[order]
+        top = np.argpartition(keys, k - 1)[:k]
+        top = top[np.argsort(keys[top], kind="stable")]
+        return top if order is None else order[top]
+
+    def _select_in_batch(self, batch_size: int) -> np.ndarray:
+        cfg, n = self.config, len(self.pool)
         if cfg.reference_size >= batch_size:
             raise ValueError(f"selector=dots: reference_size={cfg.reference_size} must be smaller than the batch of "
                              f"{batch_size} tasks (the reference prompts are part of it)")
@@ -208,25 +245,73 @@ class DotsSelector(TaskSelector):
         if len(self.key_positions) == 0:  # nothing measured yet: uniform
             pick = self.rng.choice(len(rest), size=k, replace=False)
         else:
-            distance = np.abs(d_hat - cfg.target)
-            if cfg.temperature > 0:  # Gumbel top-k = k draws without replacement from softmax(-distance / T)
-                keys = distance / cfg.temperature - self.rng.gumbel(size=len(rest))
-            else:  # ties (e.g. duplicate embeddings) broken uniformly at random
-                keys = distance + 0.0
-                order = self.rng.permutation(len(rest))
-                keys = keys[order]
-            top = np.argpartition(keys, k - 1)[:k]
-            top = top[np.argsort(keys[top], kind="stable")]  # best first
-            pick = top if cfg.temperature > 0 else order[top]
+            pick = self._draw(d_hat, k)
         self.reference, self.targeted = reference, rest[pick]
         self.targeted_prediction = d_hat[pick]
         metrics = {"reference_size": float(len(reference)), "targeted_size": float(k)}
         if len(self.key_positions):
-            metrics.update(predicted_difficulty_targeted_mean=float(np.mean(self.targeted_prediction)),
-                           predicted_difficulty_pool_mean=float(np.mean(d_hat)),
-                           predicted_moderate_fraction=float(np.mean(np.abs(d_hat - 0.5) < 0.25)))
+            metrics.update(self._prediction_metrics(d_hat, self.targeted_prediction))
         self._metrics = metrics
         return self.pool.index[np.concatenate([reference, self.targeted])]
+
+    @staticmethod
+    def _prediction_metrics(d_hat: np.ndarray, chosen: np.ndarray) -> dict[str, float]:
+        """Predicted difficulty of the chosen prompts and of the whole candidate set."""
+        return {"predicted_difficulty_targeted_mean": float(np.mean(chosen)),
+                "predicted_difficulty_pool_mean": float(np.mean(d_hat)),
+                "predicted_moderate_fraction": float(np.mean(np.abs(d_hat - 0.5) < 0.25))}
+
+    # ---------------------------------------------------------------- protocol=measured (the authors' rounds)
+    def measurement(self, step: int) -> np.ndarray:
+        """Stable indices of the reference prompts to roll out **for measurement only** before this step's
+        :meth:`select` (RT:813-870: when a round starts, ``reference_size`` prompts drawn uniformly from the pool);
+        none while the round's selection is still being served, or with ``protocol=in_batch``."""
+        cfg, n = self.config, len(self.pool)
+        if cfg.protocol != "measured" or len(self.queue):
+            return np.zeros(0, dtype=np.int64)
+        if cfg.reference_size > n:
+            raise ValueError(f"selector=dots: reference_size={cfg.reference_size} exceeds the pool of {n} tasks")
+        self.reference = self.rng.choice(n, size=cfg.reference_size, replace=False)
+        return self.pool.index[self.reference]
+
+    def measure(self, step: int, results: StepResults) -> None:
+        """The reference prompts' measurement rollouts (never trained on): the attention keys and calibration."""
+        if self.config.protocol != "measured":
+            raise RuntimeError("selector=dots: measure() is for protocol=measured")
+        require_finite(f"selector={self.config.name}", step, reward=results.reward)
+        stats = results.per_task()
+        positions = self.pool.positions(stats.index)
+        if not np.all(np.isin(positions, self.reference)):
+            raise ValueError(f"selector=dots: measure() got tasks outside this round's reference set, e.g. "
+                             f"{self.pool.index[positions[~np.isin(positions, self.reference)][:5]].tolist()}")
+        self._metrics = self._set_keys(positions, 1.0 - stats.pass_rate)
+        self.measured = True
+
+    def _serve_round(self, batch_size: int) -> np.ndarray:
+        """A new round (RT:876-925): predict every prompt from the measured reference set, draw ``round_steps x``
+        the per-step count (``batch_size`` in the first round, ``⌊fresh_fraction x batch_size⌋`` after: the
+        authors' ``mu B`` then ``mu σ B``), shuffle; each step serves the next per-step slice."""
+        cfg = self.config
+        metrics = {}
+        if not len(self.queue):
+            metrics = dict(self._metrics)  # measure()'s, of this step
+            if not self.measured:
+                raise RuntimeError("selector=dots protocol=measured: roll the prompts of measurement(step) out and "
+                                   "pass their results to measure(step, results) before select")
+            self.per_step = batch_size if self.rounds == 0 else max(1, int(cfg.fresh_fraction * batch_size + 1e-9))
+            total = self.per_step * cfg.round_steps
+            if total > len(self.pool):
+                raise ValueError(f"selector=dots: a round selects {total} tasks from a pool of {len(self.pool)}")
+            d_hat = self.predict()
+            self.queue = self.rng.permutation(self._draw(d_hat, total))
+            self.round_prediction = d_hat[self.queue]
+            self.rounds += 1
+            self.measured = False
+            metrics.update(self._prediction_metrics(d_hat, self.round_prediction), round_selected=float(total))
+        self.targeted, self.targeted_prediction = self.queue[:self.per_step], self.round_prediction[:self.per_step]
+        self.queue, self.round_prediction = self.queue[self.per_step:], self.round_prediction[self.per_step:]
+        self._metrics = {**metrics, "targeted_size": float(len(self.targeted)), "round_left": float(len(self.queue))}
+        return self.pool.index[self.targeted]
 
     # ---------------------------------------------------------------- update
     def update(self, step: int, results: StepResults) -> None:
@@ -243,15 +328,21 @@ class DotsSelector(TaskSelector):
                 observed, predicted = np.array(pairs).T
                 metrics.update(prediction_abs_error=float(np.mean(np.abs(observed - predicted))),
                                targeted_difficulty_mean=float(observed.mean()))
-        keep = np.ones(len(positions), bool) if self.config.attend_to == "batch" else np.isin(positions, self.reference)
-        if np.any(keep):  # else (no reference prompt scored): keep the previous keys
-            self.key_positions, self.key_difficulty = positions[keep], difficulty[keep].astype(np.float64)
-            if self.config.calibrate:
-                self._fit_line()
-            metrics.update(reference_difficulty_mean=float(self.key_difficulty.mean()),
-                           reference_measured=float(keep.sum()), calibration_slope=float(self.line[0]),
-                           calibration_intercept=float(self.line[1]))
+        if self.config.protocol == "in_batch":  # measured: only the measurement rollouts set the keys (measure)
+            keep = (np.ones(len(positions), bool) if self.config.attend_to == "batch"
+                    else np.isin(positions, self.reference))
+            if np.any(keep):  # else (no reference prompt scored): keep the previous keys
+                metrics.update(self._set_keys(positions[keep], difficulty[keep]))
         self._metrics.update(metrics)
+
+    def _set_keys(self, positions: np.ndarray, difficulty: np.ndarray) -> dict[str, float]:
+        """Measured prompts become the attention keys; the calibration line is refitted on them."""
+        self.key_positions, self.key_difficulty = positions, np.asarray(difficulty, dtype=np.float64)
+        if self.config.calibrate:
+            self._fit_line()
+        return {"reference_difficulty_mean": float(self.key_difficulty.mean()),
+                "reference_measured": float(len(positions)), "calibration_slope": float(self.line[0]),
+                "calibration_intercept": float(self.line[1])}
 
     # ---------------------------------------------------------------- records and state
     def metrics(self) -> dict[str, float]:
@@ -261,7 +352,9 @@ class DotsSelector(TaskSelector):
         return {"index": self.pool.index.copy(), "key_positions": self.key_positions.copy(),
                 "key_difficulty": self.key_difficulty.copy(), "reference": self.reference.copy(),
                 "targeted": self.targeted.copy(), "targeted_prediction": self.targeted_prediction.copy(),
-                "line": self.line.copy(), "rng": self.rng.bit_generator.state}
+                "line": self.line.copy(), "queue": self.queue.copy(), "round_prediction": self.round_prediction.copy(),
+                "per_step": self.per_step, "rounds": self.rounds, "measured": self.measured,
+                "rng": self.rng.bit_generator.state}
 
     def load_state_dict(self, state: dict) -> None:
         if not np.array_equal(np.asarray(state["index"]), self.pool.index):
@@ -273,4 +366,7 @@ class DotsSelector(TaskSelector):
         self.targeted = np.array(state["targeted"], dtype=np.int64)
         self.targeted_prediction = np.array(state["targeted_prediction"], dtype=np.float64)
         self.line = np.array(state["line"], dtype=np.float64)
+        self.queue = np.array(state["queue"], dtype=np.int64)
+        self.round_prediction = np.array(state["round_prediction"], dtype=np.float64)
+        self.per_step, self.rounds, self.measured = int(state["per_step"]), int(state["rounds"]), bool(state["measured"])
         self.rng.bit_generator.state = state["rng"]
