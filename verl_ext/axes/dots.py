@@ -9,7 +9,7 @@ Tags: **[paper]** the paper / the authors' code, **[decision]** chosen here.
   ``StepResults.per_task()`` (successes = reward ≥ 1).
 * **Prediction** ``d̂_q`` from the measured reference prompts ``R`` (all of them: top_k null), two predictors:
   ``predictor=adapter`` [authors' code] the authors' trained adapter and calibration head
-  (:mod:`verl_ext.axes.dots_predictor`, TU:91-170), trained offline on a multi-policy pass-rate table and frozen,
+  (:mod:`verl_ext.axes.dots_predictor`, TU:91-171), trained offline on a multi-policy pass-rate table and frozen,
   read from ``predictor_file`` (its input: the raw prompt embeddings, e.g. mean-pooled LLM hidden states);
   ``predictor=attention`` [decision] no training: ``d̂_q = Σ_{j∈R} a_qj d_j``, ``a_qj = softmax_j(s(z_q, z_j) / τ_a)``
   over fixed vectors ``z`` read from the data (``python -m data_prep.ads_clusters`` writes the clustered PCA space
@@ -264,7 +264,7 @@ class DotsSelector(TaskSelector):
     # ---------------------------------------------------------------- protocol=measured (the authors' rounds)
     def measurement(self, step: int) -> np.ndarray:
         """Stable indices of the reference prompts to roll out **for measurement only** before this step's
-        :meth:`select` (RT:813-870: when a round starts, ``reference_size`` prompts drawn uniformly from the pool);
+        :meth:`select` (RT:813-884: when a round starts, ``reference_size`` prompts drawn uniformly from the pool);
         none while the round's selection is still being served, or with ``protocol=in_batch``."""
         cfg, n = self.config, len(self.pool)
         if cfg.protocol != "measured" or len(self.queue):
@@ -288,7 +288,7 @@ class DotsSelector(TaskSelector):
         self.measured = True
 
     def _serve_round(self, batch_size: int) -> np.ndarray:
-        """A new round (RT:876-925): predict every prompt from the measured reference set, draw ``round_steps x``
+        """A new round (RT:886-925): predict every prompt from the measured reference set, draw ``round_steps x``
         the per-step count (``batch_size`` in the first round, ``⌊fresh_fraction x batch_size⌋`` after: the
         authors' ``mu B`` then ``mu σ B``), shuffle; each step serves the next per-step slice."""
         cfg = self.config

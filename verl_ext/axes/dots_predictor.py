@@ -3,7 +3,7 @@ dot-product attention over measured reference prompts, then a trained calibratio
 2506.05316; ASTRAL-Group/data-efficient-llm-rl @ 59df918: ``rl_training/verl/verl/trainer/ppo/teacher_utils.py``
 = TU, ``adaptive_difficulty_prediction/train.py`` = TR, run by ``adaptive_difficulty_prediction/run_bash/run_train.sh``).
 
-**Model** [authors' code] (TU:14-31, 91-170; the run's ``num_layers=3``, ``hidden_size=896``,
+**Model** [authors' code] (TU:14-31, 91-171; the run's ``num_layers=3``, ``hidden_size=896``,
 ``scaling=group_logit_temp``, ``top_k=None``, ``tau=1``): ``q = P_q(z_q)``, ``r_j = P_r(z_j)`` with
 ``P = LayerNorm → (Linear → GELU → Dropout 0.1) x (L−1) → Linear → LayerNorm``; the base prediction is
 ``b = Σ_j softmax_j(q·r_j / √H) p_j`` over the reference prompts' measured pass rates ``p``; the calibration head maps
@@ -16,7 +16,7 @@ It predicts a **pass rate** (not ``1 − pass rate``): the head is not symmetric
 for queries, ``..._ref.pkl`` for reference candidates) and frozen prompt embeddings (mean-pooled last hidden states
 of Qwen2.5-Math-1.5B-Instruct, TU:58-88). Each batch of 256 (policy, query) pairs draws 256 reference candidates at
 random; every query attends to them with its own policy's pass rates; loss BCE against its pass rate; Adam, lr 1e-3,
-20 epochs, linear schedule with ``min(100, total/10)`` warm-up steps, seed 1 (TR:41-130, run_train.sh).
+20 epochs, linear schedule with ``min(100, total/10)`` warm-up steps, seed 1 (TR:40-188, run_train.sh).
 At RL time the per-round linear recalibration on the reference set (TU:256-269) follows: :mod:`verl_ext.axes.dots`.
 """
 
@@ -53,7 +53,7 @@ def projection(shape: AdapterShape) -> nn.Sequential:
 
 
 class DifficultyAdapter(nn.Module):
-    """Predicted pass rates of queries from reference prompts' measured pass rates (TU:91-170)."""
+    """Predicted pass rates of queries from reference prompts' measured pass rates (TU:91-171)."""
 
     def __init__(self, shape: AdapterShape):
         super().__init__()
@@ -92,7 +92,7 @@ def predict_pass_rate(model: DifficultyAdapter, query: np.ndarray, ref: np.ndarr
 def train_adapter(embedding: np.ndarray, pass_rate: np.ndarray, query_rows: np.ndarray, ref_rows: np.ndarray,
                   shape: AdapterShape | None = None, ref_size: int = 256, batch_size: int = 256, epochs: int = 20,
                   lr: float = 1e-3, warmup_steps: int = 100, seed: int = 1) -> DifficultyAdapter:
-    """The authors' offline training (TR:41-130): ``embedding`` [N, D] frozen prompt embeddings, ``pass_rate``
+    """The authors' offline training (TR:40-188): ``embedding`` [N, D] frozen prompt embeddings, ``pass_rate``
     [P, N] measured pass rates of P policies (NaN: not measured; rows of ``query_rows`` / ``ref_rows`` must be
     measured), queries ``query_rows`` and reference candidates ``ref_rows`` (disjoint prompt rows)."""
     embedding, pass_rate = np.asarray(embedding, np.float32), np.asarray(pass_rate, np.float64)
