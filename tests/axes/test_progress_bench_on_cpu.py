@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from verl_ext.axes import build_selector
+from verl_ext.axes.progress import bound_to_simplex
 from verl_ext.bench import progress as bench
 from verl_ext.bench.__main__ import BENCHMARKS
 
@@ -56,3 +57,17 @@ def test_reference_bucket_sampler_computes_the_presets_distribution_and_draws_it
         selector.update(step, results)
         reference.update(tasks, reward)
     assert reference.seen.all() and len(np.unique(p)) > 1  # every bucket observed, the utility moved P
+
+
+def test_reference_bounds_are_the_exact_projection_when_both_sides_bind():
+    """density_ratio: buckets over 1.5 P_data and under 0.5 P_data in the same distribution; the reference's
+    bisection and the selector's exact projection agree and sum to 1 (clipping the violators and renormalising the
+    rest, the rule the reference had before, gives bucket 1 0.1 and bucket 3 0.6 here: not the projection)."""
+    config = bench.selector_configs(("density_ratio",))["density_ratio"] | {"epsilon": 0.0, "temperature": 0.05}
+    reference = bench.BucketSampler(config, np.repeat(np.arange(4), [10, 20, 30, 40]), 0)
+    p = np.array([0.69, 0.047, 0.0001, 0.2629])  # buckets 0 and 2 end at a bound, 1 and 3 inside
+    q = reference._bounded(p)
+    assert q[0] == pytest.approx(reference.upper[0]) and q[2] == pytest.approx(reference.lower[2])  # both sides
+    assert q[1] == pytest.approx(0.10625, abs=1e-4) and q[3] == pytest.approx(0.59375, abs=1e-4)
+    np.testing.assert_allclose(q, bound_to_simplex(p, reference.lower, reference.upper), rtol=1e-12, atol=1e-15)
+    assert q.sum() == pytest.approx(1.0, abs=1e-12)

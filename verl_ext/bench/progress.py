@@ -62,11 +62,12 @@ def scored(tasks: np.ndarray, rate: np.ndarray, u: np.ndarray, v: np.ndarray) ->
 
 
 class BucketSampler:
-    """SPEC.md §5's bucket sampler, straightforward NumPy over task positions: per observed bucket the score's short
-    / long EMAs (both start at the first score) and the mean within-prompt reward variance; ``U = λ LP + (1−λ) I``;
-    unseen buckets keep their prior, seen ones share the rest as ``(1−ε) softmax(U/τ) + ε P_prior``; bounds (cap,
-    density ratio) by clipping and renormalising the others until none is violated; bucket counts from one
-    multinomial, prompts uniform without replacement within a bucket (each bucket must hold its draw)."""
+    """The progress-aware bucket sampler (paper 004 §3), straightforward NumPy over task positions: per observed
+    bucket the score's short / long EMAs (both start at the first score) and the mean within-prompt reward variance;
+    ``U = λ LP + (1−λ) I``; unseen buckets keep their prior, seen ones share the rest as
+    ``(1−ε) softmax(U/τ) + ε P_prior``; bounds (cap, density ratio) as the KL projection ``clip(c P)`` with the ``c``
+    that makes it sum to 1, found by bisection; bucket counts from one multinomial, prompts uniform without
+    replacement within a bucket (each bucket must hold its draw)."""
 
     def __init__(self, config: dict, bucket: np.ndarray, seed: int):
         self.c = config
@@ -94,14 +95,20 @@ class BucketSampler:
         return self._bounded(p)
 
     def _bounded(self, p: np.ndarray) -> np.ndarray:
-        q, fixed = p.copy(), np.zeros(len(p), dtype=bool)
-        while True:
-            q[~fixed] = p[~fixed] * (1 - q[fixed].sum()) / p[~fixed].sum()
-            low, high = ~fixed & (q < self.lower), ~fixed & (q > self.upper)
-            if not (low | high).any():
-                return q
-            q[low], q[high] = self.lower[low], self.upper[high]
-            fixed |= low | high
+        """The KL projection onto the bounds, straightforwardly: ``clip(c p, lower, upper)`` with the scale ``c`` at
+        which it sums to 1, found by bisection (the sum is non-decreasing in ``c``)."""
+        def total(c: float) -> float:
+            return float(np.clip(c * p, self.lower, self.upper).sum())
+
+        low, high = 0.0, 1.0
+        while total(high) < 1:
+            high *= 2
+            if high > 1e300:
+                raise ValueError("no distribution within the bounds")
+        for _ in range(200):
+            middle = (low + high) / 2
+            low, high = (middle, high) if total(middle) < 1 else (low, middle)
+        return np.clip(high * p, self.lower, self.upper)
 
     def select(self, batch_size: int, p: np.ndarray | None = None) -> np.ndarray:
         """Task positions drawn from ``p`` (default: :meth:`distribution`)."""
