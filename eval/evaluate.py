@@ -80,8 +80,9 @@ PRESETS = {
                 max_new_tokens=4096),
     # CoBA-RL (§3): avg@16, temperature 1.0, top-p 0.9; 4096 tokens as in training.
     "coba": dict(k=16, temperature=1.0, top_p=0.9, max_new_tokens=4096),
-    # ADS (§4): Mean@16 (and Pass@16) over 3 evaluation runs, temperature 0.7, up to 16384 tokens.
-    "ads": dict(k=16, repeats=3, temperature=0.7, max_new_tokens=16384),
+    # ADS (§4): Mean@16 (and Pass@16) over 3 evaluation runs, temperature 0.7, up to 16384 tokens [paper]; top-p 0.8
+    # [authors' code] (Richard-zrx/ADS, verl/examples/grpo_trainer/train_ads.sh, validation sampling).
+    "ads": dict(k=16, repeats=3, temperature=0.7, top_p=0.8, max_new_tokens=16384),
     # Progress-aware Countdown (§5): 16 samples, temperature 0.6, top-k 20, top-p 0.95, 1024 tokens.
     "progress": dict(k=16, temperature=0.6, top_k=20, top_p=0.95, max_new_tokens=1024),
 }

@@ -338,6 +338,7 @@ def test_presets_and_explicit_flags(tmp_path, countdown_file):
     assert ks == {"aime24": 16, "math500": 16} and settings["top_p"] == 0.8 and settings["temperature"] == 1.0
     settings, _ = resolved("--preset", "ads")
     assert settings["repeats"] == 3 and settings["temperature"] == 0.7 and settings["max_new_tokens"] == 16384
+    assert settings["top_p"] == 0.8  # the authors' validation top-p
     settings, _ = resolved("--preset", "progress")
     assert (settings["temperature"], settings["top_k"], settings["top_p"], settings["max_new_tokens"]) == (0.6, 20, 0.95, 1024)
     assert resolved("--preset", "bots")[0]["temperature"] == 0.0
