@@ -222,6 +222,17 @@ def test_cbs_buffer_is_fifo_of_the_latest_rollouts_and_replays_by_id():
     assert np.all(f.features[used, col["entropy"]] == 0.7)
 
 
+@pytest.mark.parametrize("name", ["cbs", "cbs_star", "keep_all", "replay_fifo", "drop_degenerate", "dapo_dynamic"])
+def test_cbs_filters_and_only_they_ask_for_entropy_at_each_use(name):
+    """Paper 001 Table 1 note 2: CBS's entropy feature is the one of a rollout's latest use, so the trainer re-measures
+    a replayed rollout's (``needs_entropy``); filters without an entropy feature do not pay for that pass (the
+    ablations are ``cbs`` presets)."""
+    from verl_ext.axes import build_filter
+
+    f = build_filter({"name": name}, 0)
+    assert f.needs_entropy == name.startswith("cbs")
+
+
 def test_cbs_usage_age_and_replay_resume_exactly():
     from verl_ext.axes import build_filter
 

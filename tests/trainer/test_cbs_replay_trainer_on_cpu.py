@@ -1,9 +1,11 @@
 """CBS with its replay buffer through the real trainer (``rollout_filter=cbs``): on the tasks of
 ``test_axes_trainer_on_cpu`` (easy / hard / coin; a coin's reward here is the parity of a hash of the sampled text,
-which the seeded CPU rollout reproduces on a resumed run), 4 tasks x 4 rollouts per step, a buffer of the latest 24 rollouts and 8 rollouts per update. Rollouts of earlier steps reach the actor
-update with the old log-probs stored at their generation (the loss reports, per row, the old and current mean
-token log-probs it used), the buffer lives in each checkpoint, and a run resumed in the middle replays exactly
-what the uninterrupted run replays.
+which the seeded CPU rollout reproduces on a resumed run), 4 tasks x 4 rollouts per step, a buffer of the latest 24
+rollouts and 8 rollouts per update. Rollouts of earlier steps reach the actor update with the old log-probs stored at
+their generation (the loss reports, per row, the old and current mean token log-probs it used) and with their entropy
+feature re-measured by the replaying step's policy (checked against that step's weights, a checkpoint every step),
+the buffer lives in each checkpoint, and a run resumed in the middle replays exactly what the uninterrupted run
+replays.
 
 The project's resume test through the trainer: the sequential selector runs too, so the resumed run selects,
 filters and replays like the uninterrupted one only if the selector's cursor and the filter's buffer came back with
@@ -18,6 +20,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
+import torch
 
 from tests.trainer.test_axes_trainer_on_cpu import ORDER, common_overrides, run, write_scenario
 from verl_ext.axes.types import ROLLOUT_ID_STRIDE
@@ -56,7 +59,7 @@ def stop_after(run_dir, step: int, last: int) -> None:
 def overrides(data, run_dir):
     return common_overrides(data, run_dir, STEPS, tasks=4, n=4, mini=4) + [
         f"reward.custom_reward_function.path={data['reward']}",
-        "actor_rollout_ref.actor.entropy_coeff=0", "data.seed=3", "trainer.save_freq=2",
+        "actor_rollout_ref.actor.entropy_coeff=0", "data.seed=3", "trainer.save_freq=1",
         "selector=sequential", "selector.sort_by=[rank]", "selector.descending=false",
         *(f"rollout_filter.{k}={v}" if k != "name" else f"rollout_filter={v}" for k, v in FILTER.items()),
     ]
@@ -117,6 +120,42 @@ def test_replayed_rows_train_with_their_stored_old_log_probs(runs):
             gaps.append(abs(gap))
     # the policy moved between generation and replay for some rows: a recomputed old log-prob would show no gap
     assert gaps and max(gaps) > 1e-3, gaps
+
+
+def _mean_entropy(model, row: dict, temperature: float = 1.0) -> float:
+    """Mean token entropy of a stored row's response under ``model`` (fp32, no padding: the row's own tokens)."""
+    response = row["responses"]
+    mask = row["response_mask"].bool()[: len(response)]
+    ids = row["input_ids"]
+    with torch.no_grad():
+        logits = model(input_ids=ids[None]).logits[0, len(ids) - len(response) - 1: len(ids) - 1].float() / temperature
+    entropy = torch.logsumexp(logits, -1) - (torch.softmax(logits, -1) * logits).sum(-1)
+    return float(entropy[mask].mean())
+
+
+def test_a_replayed_rows_entropy_is_re_measured_by_the_policy_that_replays_it(runs):
+    """Paper 001 Table 1 note 2: a rollout's entropy feature is that of its latest round of use. At step s the policy
+    is the step s - 1 checkpoint's; each replayed row's entropy the filter observed equals the entropy of its stored
+    tokens under those weights (recomputed here with transformers), not the generation-time one it carried
+    (entropy_coeff 0: verl computes none in the update)."""
+    from transformers import AutoModelForCausalLM
+
+    dumps = records.read_dumps(runs[0])
+    moved = []
+    for step, d in dumps.items():
+        if not d["replayed"]:
+            continue
+        checkpoint = runs[0] / f"global_step_{step - 1}"
+        rows = torch.load(checkpoint / STORE_FILE, weights_only=False)["rows"]  # what step s put back
+        model = AutoModelForCausalLM.from_pretrained(checkpoint / "actor" / "huggingface", dtype=torch.float32)
+        for j, rid in enumerate(d["replayed"]):
+            born, position = divmod(rid, ROLLOUT_ID_STRIDE)
+            now = _mean_entropy(model, rows[rid])
+            observed = d["entropy"][len(d["kept"]) + j]  # the update's rows: kept, then replayed
+            assert observed == pytest.approx(now, abs=1e-4), (step, rid)
+            moved.append(abs(dumps[born]["rollout_entropy"][position] - now))
+    # the weights moved between generation and replay for some row: its carried entropy fails the check above
+    assert moved and max(moved) > 1e-2, moved
 
 
 def test_the_buffer_is_checkpointed_and_a_resumed_run_replays_the_same(runs):

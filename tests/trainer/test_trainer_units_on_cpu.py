@@ -128,6 +128,20 @@ def test_per_sample_stats_are_popped_flattened_and_keep_the_last_epoch():
     assert per_sample.per_position({per_sample.POS: [0], per_sample.CLIPFRAC: [0.5]}, [0])[1] is None
 
 
+def test_replay_entropy_pass_takes_the_replayed_rows_and_the_fewest_others_for_an_even_dp_split():
+    from verl_ext.trainer.mode import even_split_rows
+
+    keys = ["a", "r1", "b", "r2", "pad", "r3"]
+    assert even_split_rows(keys, {"r1", "r2", "r3"}, 1) == [1, 3, 5]
+    assert even_split_rows(keys, {"r1", "r2", "r3"}, 2) == [0, 1, 3, 5]  # one other row: 4 rows, 2 per rank
+    assert even_split_rows(keys, {"r1", "r2"}, 2) == [1, 3]
+    assert even_split_rows(keys, {"r1"}, 3) == [0, 1, 2]
+    with pytest.raises(ValueError, match="even split"):
+        even_split_rows(["r1", "r2", "r3"], {"r1", "r2", "r3"}, 2)
+    with pytest.raises(ValueError, match="found"):
+        even_split_rows(keys, {"r9"}, 1)
+
+
 # ------------------------------------------------------------------ metrics
 def test_selection_metrics():
     # tasks 7 (4 rollouts, 2 successes), 8 (2 rollouts, all fail), 9 (2 rollouts, all succeed)

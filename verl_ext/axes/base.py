@@ -87,6 +87,9 @@ class RolloutFilter(Stateful):
 
     replays = False  # keeps rollouts across steps (replay / stored are used)
     needs_clip_fraction = False  # observe_update must carry clip fractions by the active loss's rule
+    # observe_update's entropy is a feature: measured at each rollout's latest use, so a replayed rollout's is
+    # re-measured under the policy that replays it (not the one it carried from generation)
+    needs_entropy = False
     # how replayed rollouts enter the loss: "stored" (their old log-probs = the generating policy's: ratio and clip
     # against it) or "decoupled" (old log-probs recomputed by the current policy before the update, clip around
     # them, each token weighted by exp(recomputed - stored): verl's rollout_is_weights)

@@ -5,7 +5,9 @@
 * ``cbs``: a FIFO buffer of the latest ``buffer_size`` rollouts (this step's included) with each one's
   features at generation, its entropy and clip fraction at last use, usage count and age; ``K = batch_size``
   (default: as many as the step generated) are chosen from it. Chosen rollouts of earlier steps are
-  replayed (:meth:`RolloutFilter.replay`), the trainer holding their tensors for every id in :meth:`stored`.
+  replayed (:meth:`RolloutFilter.replay`), the trainer holding their tensors for every id in :meth:`stored`;
+  their entropy at that use is the replaying policy's (paper 001 Table 1 note 2: the trainer re-measures it,
+  ``needs_entropy``), not the one stored at generation.
 
 In both, the round's ``V`` / ``E`` are the mean reward and mean token entropy of all the step's fresh rollouts
 (``begin_step``, before any prefilter such as DAPO's dynamic sampling, which would bias them towards 0.5). There, too,
@@ -92,6 +94,8 @@ def _begin_round(name: str, scheduler: CbsScheduler, step: int, rollouts: Rollou
 
 
 class CbsStarFilter(RolloutFilter):
+    needs_entropy = True
+
     def __init__(self, config: CbsStarFilterConfig, seed: int):
         super().__init__(config, seed)
         self.scheduler = CbsScheduler(config.scheduler(), seed)
@@ -122,6 +126,7 @@ _COLUMN = {name: i for i, name in enumerate(FEATURES)}
 class CbsFilter(RolloutFilter):
     replays = True
     needs_clip_fraction = True
+    needs_entropy = True  # Table 1 note 2: the entropy at a rollout's latest round of use
 
     def __init__(self, config: CbsFilterConfig, seed: int):
         super().__init__(config, seed)

@@ -16,8 +16,10 @@ Only small methods of ``PPOTrainerSync`` are overridden (``trainer/ppo/v1/traine
                                        ``data_selection/*`` metrics
 ``_update_critic`` / ``_update_actor`` the filtered and replayed rollouts only (none: the actor update is
                                        skipped), mini-batches of the plan, per-sample clip fraction /
-                                       entropy -> ``filter.observe_update``; a ``decoupled`` replay
-                                       correction recomputes the replayed rows' old log-probs first
+                                       entropy -> ``filter.observe_update`` (replayed rows' entropy
+                                       re-measured by this step's policy when the filter needs it and the
+                                       update computes none); a ``decoupled`` replay correction recomputes
+                                       the replayed rows' old log-probs first
 ``_save_checkpoint`` / ``_load_checkpoint``  component state in ``global_step_N/data_selection.pt``, the
                                        replay store in ``global_step_N/replay_store.pt``
 ``on_init_end``                        installs the per-sample loss; per-run metrics file
@@ -138,6 +140,18 @@ def _format_flags(extra_fields, order: np.ndarray) -> np.ndarray | None:
     if not flags or any(f is None for f in flags):
         return None
     return np.array(flags, dtype=bool)[order]
+
+
+def even_split_rows(keys: list[str], wanted: set[str], dp_size: int) -> list[int]:
+    """Positions in ``keys`` of the ``wanted`` keys and of the fewest others (the first ones) that make their number a
+    multiple of ``dp_size``, in ``keys`` order: a batch verl's dispatch splits into equal parts over the dp ranks."""
+    mine = [i for i, k in enumerate(keys) if k in wanted]
+    others = [i for i, k in enumerate(keys) if k not in wanted]
+    fill = -len(mine) % dp_size
+    if len(mine) != len(wanted) or fill > len(others):
+        raise ValueError(f"{len(wanted)} keys wanted, {len(mine)} found among {len(keys)}; no even split over "
+                         f"{dp_size} dp ranks")
+    return sorted(mine + others[:fill])
 
 
 @register_trainer(TRAINER_MODE)
@@ -350,6 +364,9 @@ class DataSelectionTrainer(PPOTrainerSync):
             if step.replay_keys and self.axes.rollout_filter.replay_correction == "decoupled":
                 with marked_timer("replay_correction", self.timing_raw):
                     self._decouple_replays(train, metrics)
+            if step.replay_keys and self._remeasures_replay_entropy(batch):
+                with marked_timer("replay_entropy", self.timing_raw):
+                    self._remeasure_replay_entropy(train)
         train = self._tag_rows(train)
         step.plan = self._plan
 
@@ -365,8 +382,9 @@ class DataSelectionTrainer(PPOTrainerSync):
         self._check_layout(train, stats)
         step.clipfrac, step.entropy = per_sample.per_position(stats, rows)
         if step.entropy is None and "entropy" in (batch.fields or ()):
-            # the update computed no entropy (entropy_coeff 0): the old-log-prob pass's (stored for replays); neither
-            # runs in rollout-correction bypass mode with entropy_coeff 0 (RLOO): None
+            # the update computed no entropy (entropy_coeff 0): the old-log-prob pass's (replays: re-measured above
+            # when the filter needs entropy, else stored); neither runs in rollout-correction bypass mode with
+            # entropy_coeff 0 (RLOO): None
             step.entropy = self._old_entropy(batch.partition_id, [step.row_keys[i] for i in rows])
         with marked_timer("rollout_filter", self.timing_raw):
             self.axes.rollout_filter.observe_update(self.global_steps, step.row_ids[rows], step.entropy, step.clipfrac)
@@ -409,6 +427,30 @@ class DataSelectionTrainer(PPOTrainerSync):
         tokens = torch.cat(replayed).float()
         metrics["data_selection/replay/is_weight_mean"] = float(tokens.mean())
         metrics["data_selection/replay/is_weight_max"] = float(tokens.max())
+
+    def _remeasures_replay_entropy(self, batch: KVBatchMeta) -> bool:
+        """The filter needs entropy, the update computes none (TB:1831-1833: ``calculate_entropy`` or
+        ``entropy_coeff != 0``) and the old-log-prob pass measured the fresh rows' (``entropy`` in the batch)."""
+        actor = self.config.actor_rollout_ref.actor
+        update_entropy = actor.calculate_entropy or actor.entropy_coeff != 0.0
+        return self.axes.rollout_filter.needs_entropy and not update_entropy and "entropy" in (batch.fields or ())
+
+    def _remeasure_replay_entropy(self, train: KVBatchMeta) -> None:
+        """Paper 001 Table 1 note 2: a rollout's entropy is that of its latest round of use. The replayed rows'
+        stored ``entropy`` (their generating policy's) becomes this step's policy's, the one the fresh rows'
+        old-log-prob pass measured, in the same no-grad forward pass (TB:1651-1669); the loss does not read it
+        (entropy_coeff 0). The pass covers the replayed rows and the fewest other rows of ``train`` that split
+        evenly over the dp ranks."""
+        rows = even_split_rows(train.keys, set(self._step.replay_keys), self._dp_size)
+        part = train.select_keys([train.keys[i] for i in rows])
+        part.extra_info = {**train.extra_info, "calculate_entropy": True, "compute_loss": False,
+                           "temperature": self.config.actor_rollout_ref.rollout.temperature}
+        self.actor_rollout_wg.compute_log_prob(part)
+        data = tq.kv_batch_get(keys=part.keys, partition_id=part.partition_id,
+                               select_fields=["entropy", "response_mask"])
+        entropy = response_from_nested(data["entropy"], data["response_mask"])
+        tq.kv_batch_put(keys=part.keys, partition_id=part.partition_id,
+                        fields=TensorDict({"entropy": entropy}, batch_size=len(part)))
 
     def _zero_trainer_fields(self, batch: KVBatchMeta, keys: list[str]) -> None:
         names = [f for f in TRAINER_TOKEN_FIELDS if f in (batch.fields or ())]

@@ -20,7 +20,8 @@ them (:func:`pop_per_sample`) before verl reduces the rest. Per row, at the last
   NaN for other modes;
 * ``entropy``: mean token entropy under the policy being updated, when the update computes entropy
   (``entropy_coeff != 0`` or ``actor.calculate_entropy``); otherwise the trainer uses the
-  old-log-prob pass (same weights before the first optimizer step).
+  old-log-prob pass (same weights before the first optimizer step), which it re-runs on the replayed rows
+  when the rollout filter needs entropy (``RolloutFilter.needs_entropy``).
 
 The loss also sets the ``seq-mean-*`` divisor to the real rows of the mini-batch (``mb_real_rows``,
 see :mod:`verl_ext.trainer.batching`) and reports verl's token count of the row's mini-batch
