@@ -202,7 +202,7 @@ def test_replay_fifo_stores_informative_groups_and_replays_a_fraction_of_groups(
     def group(step, g):
         return rollout_ids(step, 2 * g + 2)[2 * g:].tolist()
 
-    f = build_filter({"name": "replay_fifo", "capacity": 3, "fraction": 0.5}, 0)
+    f = build_filter({"name": "replay_fifo", "capacity": 3, "fraction": 0.5, "first_round_steps": 0}, 0)
     assert f.replays
     # step 1: tasks 10 (mixed), 11 (all right), 12 (mixed), 13 (all wrong)
     assert f.select(1, view(1, [10, 11, 12, 13], [1, 0, 1, 1, 0, 1, 0, 0])).tolist() == list(range(8))

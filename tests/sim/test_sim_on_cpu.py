@@ -84,7 +84,7 @@ def test_a_replaying_filter_trains_on_stored_rollouts():
     sc = scenario(columns=("dots",), steps=6)
     dots_rr = Setting("dots+rr", grid.sel("dots", reference_size=16), rollout_filter=grid.filt("replay_fifo"))
     record = run(sc, dots_rr, 0)
-    assert record["replayed"][0] == 0 and min(record["replayed"][1:]) > 0
+    assert record["replayed"][:2] == [0, 0] and min(record["replayed"][2:]) > 0  # no replay in the first round
 
 
 def test_the_grid_builds_the_trainers_component_configs():
