@@ -142,6 +142,25 @@ def test_replay_entropy_pass_takes_the_replayed_rows_and_the_fewest_others_for_a
         even_split_rows(keys, {"r9"}, 1)
 
 
+def test_validation_n_by_data_source_reaches_the_batch_verl_validates():
+    """``data_selection.val_n`` (paper 001 App. D: avg@16 on AIME, avg@1 on the large sets) becomes the per-prompt
+    ``__rollout_n__`` of the batch verl's collate builds, which ``_validate`` reads instead of one ``val_kwargs.n``."""
+    import datasets
+    from verl.utils.dataset.rl_dataset import collate_fn
+
+    from verl_ext.trainer.mode import with_validation_n
+
+    rows = datasets.Dataset.from_dict({"data_source": ["aime24", "math500", "aime24", "minerva"], "x": [0, 1, 2, 3]})
+    out = with_validation_n(rows, {"aime24": 16, "math500": 1}, 4)
+    batch = collate_fn([out[i] for i in range(len(out))])
+    assert [int(n) for n in batch["__rollout_n__"]] == [16, 1, 16, 4] and list(batch["x"]) == [0, 1, 2, 3]
+    with pytest.raises(ValueError, match=r"\['aime25'\]"):
+        with_validation_n(rows, {"aime25": 16}, 4)
+    for bad in (0, 2.5, True):
+        with pytest.raises(ValueError, match="integers >= 1"):
+            with_validation_n(rows, {"aime24": bad}, 4)
+
+
 # ------------------------------------------------------------------ metrics
 def test_selection_metrics():
     # tasks 7 (4 rollouts, 2 successes), 8 (2 rollouts, all fail), 9 (2 rollouts, all succeed)

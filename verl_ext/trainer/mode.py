@@ -4,7 +4,8 @@ Only small methods of ``PPOTrainerSync`` are overridden (``trainer/ppo/v1/traine
 
 =====================================  ==================================================================
 ``_build_replay_buffer``               keeps verl's sync semantics (TB compares the mode with ``"sync"``)
-``_init_dataloader``                   builds the task pool (``extra_info``) and the three components
+``_init_dataloader``                   builds the task pool (``extra_info``) and the three components;
+                                       ``data_selection.val_n``: validation samples per prompt by data source
 ``_next_train_batch``                  selector -> stable indices (at most ``data.train_batch_size``; fewer
                                        scale the step's rollout budget), allocator -> per-prompt ``__rollout_n__``
 ``_step_once``                         waits for the prompts this step submitted (verl: ``train_batch_size``)
@@ -154,6 +155,21 @@ def even_split_rows(keys: list[str], wanted: set[str], dp_size: int) -> list[int
     return sorted(mine + others[:fill])
 
 
+def with_validation_n(dataframe, val_n: dict[str, int], default: int):
+    """The validation rows (a ``datasets.Dataset``) with verl's per-prompt sample count ``__rollout_n__``:
+    ``val_n[data_source]``, ``default`` (``val_kwargs.n``) for the sources it does not name. verl 0.9.1 validates
+    with one n unless the batch carries this column (TB:1055-1057; ``agent_loop_tq.py:115`` pops it per prompt)."""
+    sources = list(dataframe["data_source"])
+    unknown = sorted(set(val_n) - set(sources))
+    if unknown:
+        raise ValueError(f"data_selection.val_n names data sources {unknown} that no validation file has; "
+                         f"theirs: {sorted(set(sources))}")
+    bad = {k: v for k, v in val_n.items() if not isinstance(v, int) or isinstance(v, bool) or v < 1}
+    if bad:
+        raise ValueError(f"data_selection.val_n: samples per prompt must be integers >= 1, got {bad}")
+    return dataframe.add_column("__rollout_n__", [val_n.get(s, default) for s in sources])
+
+
 @register_trainer(TRAINER_MODE)
 class DataSelectionTrainer(PPOTrainerSync):
     def __init__(self, config):
@@ -178,6 +194,10 @@ class DataSelectionTrainer(PPOTrainerSync):
         self.axes = build_axes(self.config, self.task_pool)
         self.rollout_budget = rollout_budget(self.config)
         self.run_dir = os.path.abspath(self.config.trainer.default_local_dir)
+        val_n = self.config.data_selection.get("val_n") or {}
+        if val_n:
+            self.val_dataset.dataframe = with_validation_n(
+                self.val_dataset.dataframe, dict(val_n), int(self.config.actor_rollout_ref.rollout.val_kwargs.n))
 
     def on_init_end(self):
         actor_config = omega_conf_to_dataclass(self.config.actor_rollout_ref.actor)
