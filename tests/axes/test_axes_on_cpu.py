@@ -171,7 +171,7 @@ def test_filter_chain_runs_each_filter_on_what_the_previous_kept():
     view = RolloutView(group, group, reward, reward - 0.5, np.full(12, 5), np.full(12, 0.3), 8, rollout_ids(2, 12))
     chain = build_filter({"name": "cbs", "buffer_size": 16, "batch_size": 2}, 0,
                          [{"name": "dapo_dynamic", "oversample": 3}])
-    assert chain.replays and chain.needs_clip_fraction
+    assert chain.replays and chain.needs_clip_fraction and chain.needs_entropy  # cbs's needs, through the chain
     kept = chain.filter_step(2, view)
     assert set(kept.tolist()) <= {2, 3, 4, 5} and len(kept) == 2  # cbs chose 2 of dapo's 4
     assert chain.stored().tolist() == rollout_ids(2, 12)[[2, 3, 4, 5]].tolist()  # cbs saw only dapo's rows

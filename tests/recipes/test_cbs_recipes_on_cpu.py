@@ -107,7 +107,8 @@ def test_setting_has_the_paper_hyperparameters(setting, objective):
     _check_objective(cfg, objective)
     assert cfg.rollout_filter.name == "keep_all" and cfg.selector.name == "uniform" and cfg.allocator.name == "fixed"
     val = rollout.val_kwargs
-    assert (val.n, val.temperature, val.do_sample) == (4, 1.0, True)
+    assert (val.n, val.temperature, val.do_sample) == (1, 1.0, True)  # App. D: Avg@1 on the large sets
+    assert dict(cfg.data_selection.val_n) == {"aime24": 16, "aime25": 16, "amc23": 16}  # Avg@16 on the small ones
     assert cfg.data.train_files == "/data/dapo_math_lvl3to5/train.parquet"
     assert list(cfg.data.val_files) == [f"/data/{b}/test.parquet" for b in BENCHMARKS]
     assert cfg.reward.custom_reward_function.path == "pkg://verl_ext.rewards"

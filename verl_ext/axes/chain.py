@@ -24,6 +24,7 @@ class FilterChain(RolloutFilter):
         self.replays = filters[-1].replays
         self.replay_correction = filters[-1].replay_correction
         self.needs_clip_fraction = any(f.needs_clip_fraction for f in filters)
+        self.needs_entropy = any(f.needs_entropy for f in filters)
         self._metrics: dict[str, float] = {}
 
     def begin_step(self, step: int, rollouts: RolloutView) -> None:
