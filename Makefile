@@ -13,7 +13,7 @@ EXTRAS ?= cpu,dev
 TORCH_PIN ?= torch==2.13.0
 PYTEST_ARGS ?= --durations=25 -n 2 --dist loadgroup  # two workers: tests/conftest.py groups the runs
 
-.PHONY: install install-gpu vllm-env check-gpu demo test bench simulate clean
+.PHONY: install install-gpu vllm-env check-gpu demo test test-fast bench simulate clean
 
 install: $(STAMP)
 
@@ -48,6 +48,10 @@ demo: $(STAMP)
 # The vLLM environment too: tests/trainer/test_bots_coba_vllm_trainer_on_cpu.py trains through verl's vLLM rollout.
 test: $(STAMP) $(VLLM_STAMP)
 	VERL_EXT_REQUIRE_VLLM=1 $(PY) -m pytest tests $(PYTEST_ARGS)
+
+# The developer's loop: everything but the e2e modules (Ray, vLLM, training runs); no vLLM environment needed.
+test-fast: $(STAMP)
+	$(PY) -m pytest tests -m "not e2e" $(PYTEST_ARGS)
 
 # Speed targets as ratios measured side by side in one run (results also in outputs/bench/*.json).
 bench: $(STAMP) $(VLLM_STAMP)

@@ -3,7 +3,11 @@ evaluator's code reports its start-up and generation apart and the tokens it gen
 backends side by side with the ratio. (vLLM's side runs the evaluator's ``vllm_engine`` / ``iter_vllm``, which
 ``tests/trainer/test_bots_coba_vllm_trainer_on_cpu.py`` runs through ``eval.evaluate --backend vllm``.)"""
 
+import pytest
+
 from verl_ext.bench import generation as bench
+
+pytestmark = pytest.mark.e2e  # starts Ray, vLLM or a training run: `make test-fast` leaves it out
 
 
 def test_hf_side_measured_in_its_own_process():

@@ -17,6 +17,8 @@ from data_prep.schema import write_rows
 from verl_ext import demo
 from verl_ext.models.embedded import embedded_model_path
 
+pytestmark = pytest.mark.e2e  # starts Ray, vLLM or a training run: `make test-fast` leaves it out
+
 
 def _write_run(run: Path, steps: dict[int, dict]) -> None:
     (run / "metrics").mkdir(parents=True)

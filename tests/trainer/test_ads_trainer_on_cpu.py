@@ -29,6 +29,8 @@ from tests.trainer.test_axes_trainer_on_cpu import REWARD, common_overrides, run
 from verl_ext.axes import StepResults, TaskPool, build_selector
 from verl_ext.trainer import records
 
+pytestmark = pytest.mark.e2e  # starts Ray, vLLM or a training run: `make test-fast` leaves it out
+
 STEPS, SEED, N, TASKS = 3, 2, 4, 6
 TOPICS = {  # topic: (scripted reward kind, [(question, reference solution)])
     "cooking": ("easy", [

@@ -26,6 +26,8 @@ import torch
 
 from verl_ext.trainer import records
 
+pytestmark = pytest.mark.e2e  # starts Ray, vLLM or a training run: `make test-fast` leaves it out
+
 ROOT = Path(__file__).resolve().parents[2]
 INDEX = [100, 101, 102, 103, 104, 105]
 KIND = ["easy", "coin", "coin", "hard", "coin", "easy"]  # by dataset position

@@ -35,6 +35,8 @@ from verl_ext.cpu import vllm_rollout
 from verl_ext.trainer import records
 from verl_ext.trainer.components import task_pool
 
+pytestmark = pytest.mark.e2e  # starts Ray, vLLM or a training run: `make test-fast` leaves it out
+
 VLLM_PYTHON = vllm_rollout.project_venv_python(ROOT)
 if not VLLM_PYTHON.exists():
     if os.environ.get("VERL_EXT_REQUIRE_VLLM") == "1":

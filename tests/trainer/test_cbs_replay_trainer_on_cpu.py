@@ -27,6 +27,8 @@ from verl_ext.axes.types import ROLLOUT_ID_STRIDE
 from verl_ext.trainer import records
 from verl_ext.trainer.replay import FILE as STORE_FILE
 
+pytestmark = pytest.mark.e2e  # starts Ray, vLLM or a training run: `make test-fast` leaves it out
+
 STEPS, STOP, ROLLOUTS = 4, 2, 16
 FILTER = {"name": "cbs", "buffer_size": 24, "batch_size": 8, "warmup": 0, "epsilon0": 0.5, "epsilon_min": 0.5,
           "lr": 1e-2}

@@ -17,6 +17,8 @@ from tests.trainer.test_axes_trainer_on_cpu import common_overrides, run, write_
 from verl_ext.axes import RolloutView, build_filter
 from verl_ext.trainer import records
 
+pytestmark = pytest.mark.e2e  # starts Ray, vLLM or a training run: `make test-fast` leaves it out
+
 STEPS, SEED = 3, 1
 FILTER = {"name": "cbs_star", "keep_fraction": 0.3, "warmup": 1, "epsilon0": 0.5, "epsilon_decay": 0.1, "lr": 1e-2,
           "entropy_threshold": 0.5, "epsilon_min": 0.005}

@@ -40,6 +40,8 @@ from tests.trainer.test_axes_trainer_on_cpu import ROOT, run, scenario_overrides
 from verl_ext.trainer import records
 from verl_ext.trainer.startup_checks import check_ray_cpus
 
+pytestmark = pytest.mark.e2e  # starts Ray, vLLM or a training run: `make test-fast` leaves it out
+
 STEPS, EPOCHS, DP, RESPONSE = 2, 2, 2, 32
 MICRO_BATCHES = ["actor_rollout_ref.actor.use_dynamic_bsz=False", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2",
                  "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=False",

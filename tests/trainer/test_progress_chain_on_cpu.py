@@ -25,6 +25,8 @@ from tests.trainer.test_axes_trainer_on_cpu import ROOT, common_overrides, hf_we
 from verl_ext.axes import StepResults, TaskPool, build_selector
 from verl_ext.trainer import records
 
+pytestmark = pytest.mark.e2e  # starts Ray, vLLM or a training run: `make test-fast` leaves it out
+
 STEPS, SEED, N, TASKS, RESPONSE = 2, 4, 4, 4, 48
 SELECTOR = {"name": "progress", "prior": "data", "epsilon": 0.8, "temperature": 0.5, "cap": 0.18}  # conservative
 KNOWN = [list(p) for p in itertools.permutations([3, 5, 7])]  # target 15; KNOWN[:4] train, KNOWN[4:] held out
