@@ -11,7 +11,7 @@ VLLM_STAMP := $(VLLM_VENV)/.verl-ext-installed
 # CPU machines: torch pinned in the same command as verl, or pip pulls a multi-GB CUDA build.
 EXTRAS ?= cpu,dev
 TORCH_PIN ?= torch==2.13.0
-PYTEST_ARGS ?= --durations=25 -n 2 --dist loadgroup  # two workers: tests/conftest.py groups the runs
+PYTEST_ARGS ?= --durations=25
 
 .PHONY: install install-gpu vllm-env check-gpu demo test test-fast bench simulate clean
 
