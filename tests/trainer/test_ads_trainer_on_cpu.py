@@ -10,11 +10,13 @@ topics. Two runs of 3 steps, 4 rollouts per prompt:
   or 5 when the 2-task football cluster is drawn (the step budget scales with the prompts served), and the
   all-wrong groups are dropped from the gradient batch (``drop_degenerate``, ``drop=all_wrong``: the paper's
   code variant). A fresh selector replayed on the run's recorded rewards chooses exactly what the run chose.
-* **DOTS+RR**: ``selector=dots`` on the embeddings file the preprocessing wrote (2 reference prompts + 4 targeted
-  ones, closest to difficulty 0.5) with ``replay_fifo``: replay-equal selections; once an astronomy prompt was
-  measured, the other astronomy prompts (predicted ≈ 0.5 through their MiniLM similarity) are all targeted;
-  mixed-reward groups of earlier steps join the actor update (one mini-batch) under the authors' decoupled loss:
-  their old log-probs are the current policy's, not the stored ones, with weights π_old/μ.
+* **DOTS+RR**: ``selector=dots protocol=measured`` (the authors' rounds, one step each here) on the embeddings file
+  the preprocessing wrote with ``replay_fifo``: every step first rolls 3 reference prompts out for measurement only
+  (scored, never trained on, logged apart), then targets the prompts predicted closest to difficulty 0.5 (6 in the
+  first round, 3 after); replay-equal selections and measurements; once an astronomy prompt was measured, the
+  astronomy prompts (predicted ≈ 0.5 through their MiniLM similarity) are all targeted; mixed-reward groups of
+  earlier steps join the actor update (one mini-batch) under the authors' decoupled loss: their old log-probs are
+  the current policy's, not the stored ones, with weights π_old/μ.
 """
 
 from __future__ import annotations
@@ -51,7 +53,8 @@ TOPICS = {  # topic: (scripted reward kind, [(question, reference solution)])
 }
 ADS = {"name": "ads", "clusters_per_step": 2, "mini_cluster_size": 3, "epoch_steps": 0,
        "cluster_column": "minilm_cluster_id", "rank_column": "minilm_rank_in_cluster"}
-DOTS = {"name": "dots", "reference_size": 2, "temperature": 0.0}
+DOTS = {"name": "dots", "reference_size": 3, "temperature": 0.0, "protocol": "measured", "round_steps": 1,
+        "fresh_fraction": 0.5}
 
 
 def _rows():
@@ -164,17 +167,33 @@ def test_ads_cluster_distribution_is_logged_and_plotted(ads_run, tmp_path):
     assert path.stat().st_size > 0
 
 
-def test_dots_replayed_selector_chooses_what_the_run_chose_and_targets_the_coin_topic(prepared, dots_run):
+def test_dots_measures_its_reference_set_apart_and_never_trains_on_it(dots_run):
+    dumps, metrics = records.read_dumps(dots_run), records.read_metrics(dots_run)
+    reference = DOTS["reference_size"]
+    for step, d in sorted(dumps.items()):
+        measured = d["measurement"]
+        assert len(measured["rollout_task"]) == reference * N and len(set(measured["rollout_task"])) == reference
+        assert metrics[step]["data_selection/measurement/rollouts"] == reference * N
+        assert metrics[step]["data_selection/measurement/prompts"] == reference
+        # the step trained on its selected prompts' rollouts only: the measurement rows left TransferQueue
+        assert sorted(d["rollout_task"]) == sorted(t for t, c in zip(d["tasks"], d["counts"]) for _ in range(c))
+        assert len(d["tasks"]) == (TASKS if step == 1 else int(DOTS["fresh_fraction"] * TASKS))
+        assert metrics[step]["timing_s/measurement"] > 0
+
+
+def test_dots_replayed_selector_measures_and_chooses_what_the_run_chose_and_targets_the_coin_topic(prepared,
+                                                                                                  dots_run):
     topic = _topic_of(prepared["train"])
     pool = _pool(prepared["train"])
     selector = build_selector({**DOTS, "embedding_file": prepared["embeddings"]}, pool, SEED)
     targeted_after_coin = 0
     for step, d in sorted(records.read_dumps(dots_run).items()):
-        measured_coin = any(topic[t] == "astronomy" for t in pool.index[selector.key_positions])
+        measured = d["measurement"]
+        assert sorted(selector.measurement(step).tolist()) == sorted(set(measured["rollout_task"])), step
+        selector.measure(step, StepResults.from_rewards(measured["rollout_task"], measured["rollout_reward"]))
         assert selector.select(step, TASKS).tolist() == d["tasks"], step
-        reference, targeted = d["tasks"][:DOTS["reference_size"]], d["tasks"][DOTS["reference_size"]:]
-        if measured_coin:  # the astronomy prompts outside the reference set are predicted nearest 0.5
-            assert {t for t in topic if topic[t] == "astronomy"} - set(reference) <= set(targeted), step
+        if any(topic[t] == "astronomy" for t in measured["rollout_task"]):  # astronomy predicted nearest 0.5
+            assert {t for t in topic if topic[t] == "astronomy"} <= set(d["tasks"]), step
             targeted_after_coin += 1
         selector.update(step, StepResults.from_rewards(d["rollout_task"], d["rollout_reward"]))
     assert targeted_after_coin >= 1

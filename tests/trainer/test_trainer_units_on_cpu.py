@@ -303,3 +303,18 @@ def test_every_run_logs_metrics_to_the_jsonl_file(loggers, expected):
     config = OmegaConf.create({"trainer": {"logger": loggers}})
     log_to_file(config)
     assert list(config.trainer.logger) == expected
+
+
+def test_measurement_rollouts_are_logged_apart_and_selectors_ask_for_none_by_default():
+    from verl_ext.axes import TaskPool, build_selector
+    from verl_ext.trainer.measurement import PREFIX, measurement_metrics
+
+    # tasks 7 (never solved), 8 (always), 9 (half): 3 prompts x 2 rollouts
+    results = StepResults.from_rewards([7, 7, 8, 8, 9, 9], [0.0, 0.0, 1.0, 1.0, 1.0, 0.0])
+    assert measurement_metrics(results) == {
+        PREFIX + "prompts": 3.0, PREFIX + "rollouts": 6.0, PREFIX + "solve_none": pytest.approx(1 / 3),
+        PREFIX + "solve_all": pytest.approx(1 / 3), PREFIX + "degenerate_group_rate": pytest.approx(2 / 3)}
+    uniform = build_selector({"name": "uniform"}, TaskPool(np.arange(5), {}), 0)
+    assert uniform.measurement(1).tolist() == []  # the trainer then rolls nothing out before selecting
+    with pytest.raises(NotImplementedError, match="measures nothing"):
+        uniform.measure(1, results)

@@ -52,6 +52,16 @@ class TaskSelector(Stateful):
     def update(self, step: int, results: StepResults) -> None:
         """Learn from the scored rollouts of ``step``."""
 
+    def measurement(self, step: int) -> np.ndarray:
+        """Stable indices of tasks to roll out **for measurement only** before this step's :meth:`select`: the
+        trainer rolls them out with the current policy, scores them, passes them to :meth:`measure` and never trains
+        on them (DOTS's reference set). None by default."""
+        return np.zeros(0, dtype=np.int64)
+
+    def measure(self, step: int, results: StepResults) -> None:
+        """The scored rollouts of the tasks :meth:`measurement` named at ``step``."""
+        raise NotImplementedError(f"{type(self).__name__} names no measurement tasks, so it measures nothing")
+
     def metrics(self) -> dict[str, float]:
         """Scalars about the last ``select`` / ``update``, logged as ``data_selection/selector/<key>``."""
         return {}

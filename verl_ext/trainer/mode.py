@@ -6,8 +6,10 @@ Only small methods of ``PPOTrainerSync`` are overridden (``trainer/ppo/v1/traine
 ``_build_replay_buffer``               keeps verl's sync semantics (TB compares the mode with ``"sync"``)
 ``_init_dataloader``                   builds the task pool (``extra_info``) and the three components;
                                        ``data_selection.val_n``: validation samples per prompt by data source
-``_next_train_batch``                  selector -> stable indices (at most ``data.train_batch_size``; fewer
-                                       scale the step's rollout budget), allocator -> per-prompt ``__rollout_n__``
+``_next_train_batch``                  the selector's measurement-only tasks rolled out and scored first
+                                       (:mod:`verl_ext.trainer.measurement`), then selector -> stable indices (at
+                                       most ``data.train_batch_size``; fewer scale the step's rollout budget),
+                                       allocator -> per-prompt ``__rollout_n__``
 ``_step_once``                         waits for the prompts this step submitted (verl: ``train_batch_size``)
 ``_balance_batch`` /                   pad to the mini-batch plan of the real rollouts (micro-batch
 ``_get_required_batch_multiple``       multiples per rank, padding spread; :mod:`verl_ext.trainer.batching`)
@@ -69,6 +71,7 @@ from verl_ext.trainer.batching import (
     MiniBatchPlan, fixed_micro_batch_size, mini_batch_tokens, plan_mini_batches, real_rows_per_row, spread_padding,
 )
 from verl_ext.trainer.components import build_axes, rollout_budget, task_pool
+from verl_ext.trainer.measurement import measurement_metrics, measurement_rollouts
 from verl_ext.trainer.metrics import selection_metrics
 from verl_ext.trainer.replay import ReplayStore, fresh_key
 from verl_ext.trainer.startup_checks import check_supported
@@ -89,6 +92,7 @@ class _Step:
     tasks: np.ndarray
     counts: np.ndarray
     uids: list[str] = field(default_factory=list)  # per selected task
+    measurement: StepResults | None = None  # the selector's measurement-only rollouts, scored before selecting
     keys: list[str] = field(default_factory=list)  # real rollouts, RolloutView order
     view: RolloutView | None = None
     old_log_prob: np.ndarray | None = None  # per rollout, mean over response tokens
@@ -213,6 +217,12 @@ class DataSelectionTrainer(PPOTrainerSync):
         if num_prompts not in (None, size):
             raise RuntimeError(f"{TRAINER_MODE}: refilling {num_prompts} prompts is not supported")
         step = self.global_steps
+        measured = np.asarray(self.axes.selector.measurement(step), dtype=np.int64)
+        measurement = None
+        if len(measured):  # rolled out, scored and dropped before the selection (DOTS's reference set)
+            with marked_timer("measurement", self.timing_raw):
+                measurement = measurement_rollouts(self, measured, int(self.config.actor_rollout_ref.rollout.n))
+            self.axes.selector.measure(step, measurement)
         with marked_timer("selector", self.timing_raw):
             tasks = np.asarray(self.axes.selector.select(step, size), dtype=np.int64)
         if not 1 <= len(tasks) <= size:
@@ -229,7 +239,7 @@ class DataSelectionTrainer(PPOTrainerSync):
         batch_dict["__rollout_n__"] = [int(c) for c in counts]  # AgentLoopWorkerTQ._run_prompt pops it
         batch = tu.get_tensordict(batch_dict)
         tu.assign_non_tensor_data(batch, "global_steps", step)
-        self._step = _Step(tasks, counts, list(batch_dict["uid"]))
+        self._step = _Step(tasks, counts, list(batch_dict["uid"]), measurement=measurement)
         return batch
 
     def _step_once(self, metrics, timing_raw, sample_batch_size):
@@ -316,6 +326,8 @@ class DataSelectionTrainer(PPOTrainerSync):
             metrics["data_selection/replay/stored"] = float(len(self.replay_store))
             metrics["data_selection/replay/replayed"] = float(len(step.replay_ids))
         metrics["data_selection/actor_update_skipped"] = float(len(kept) + len(step.replay_ids) == 0)
+        if step.measurement is not None:
+            metrics.update(measurement_metrics(step.measurement))
         metrics.update(selection_metrics(results, step.view, step.counts, step.kept, {
             "selector": self.axes.selector.metrics(), "allocator": self.axes.allocator.metrics(),
             "rollout_filter": self.axes.rollout_filter.metrics()}))
@@ -537,6 +549,9 @@ class DataSelectionTrainer(PPOTrainerSync):
                 "max_response_length": v.max_response_length,
                 "kept": step.kept.tolist(),
                 "replayed": step.replay_ids.tolist(),  # rollout ids; row position len(rollout_task) + j
+                "measurement": None if step.measurement is None else {  # scored before selecting, never trained on
+                    "rollout_task": step.measurement.task_index.tolist(),
+                    "rollout_reward": step.measurement.reward.tolist()},
                 "actor_mini_batches": None if step.plan is None else {
                     "rows": step.plan.rows, "num": step.plan.num_mini_batches, "size": step.plan.mini_batch_size},
                 "actor_update_rows": step.update_rows,
