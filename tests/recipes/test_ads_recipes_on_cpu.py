@@ -34,11 +34,14 @@ SELECTORS = {
     "ads_no_intra": {"name": "ads", "clusters_per_step": 4, "mini_cluster_size": 32, "inter_cluster": True,
                      "intra_cluster": False},
     "uniform": {"name": "uniform"},
-    "dots": {"name": "dots", "reference_size": 16, "target": 0.5, "temperature": 0.001, "calibrate": True},
+    "dots": {"name": "dots", "protocol": "measured", "round_steps": 2, "fresh_fraction": 0.5, "reference_size": 64,
+             "target": 0.5, "temperature": 0.001, "calibrate": True},
 }
-# DOTS+RR [paper]: sigma = 0.5 of the 128 prompts fresh, as many groups replayed from a buffer of one batch
+# DOTS+RR [authors' code]: rounds of 2 steps, the reference set measured apart; B = 128 fresh prompts per step in the
+# first round, sigma B = 64 after, as many groups replayed from a buffer of one batch
 DOTS_RR = ["rollout_filter=replay_fifo", "rollout_filter.capacity=128", "rollout_filter.fraction=0.5",
-           "data.train_batch_size=64", "selector.reference_size=16"]
+           "data.train_batch_size=128", "selector.protocol=measured", "selector.round_steps=2",
+           "selector.fresh_fraction=0.5", "selector.reference_size=64"]
 BENCHMARKS = ("math500", "aime24", "aime25", "minerva", "amc23", "gpqa_diamond")  # in training (MMLU-Pro: final)
 ALL_BENCHMARKS = (*BENCHMARKS, "mmlu_pro")
 PAPER_SETTING = "qwen2.5-math-1.5b"  # Table 2 (DAPO / GSPO) and the ablations
@@ -97,11 +100,11 @@ def _check_selector(cfg, choice: str) -> None:
     """The selector's settings, and the filter and fresh batch it runs with."""
     expected = SELECTORS[choice]
     assert {k: cfg.selector[k] for k in expected} == expected
-    if choice == "dots":  # 64 fresh prompts + as many replayed groups; embeddings beside the clustered file
+    if choice == "dots":  # B = 128 (sigma B = 64 served after round 1) + replayed groups; embeddings beside
         assert cfg.selector.embedding_file == cfg.data.train_files.replace(".parquet", ".embeddings.npy")
         assert (cfg.rollout_filter.name, cfg.rollout_filter.capacity, cfg.rollout_filter.fraction) == (
             "replay_fifo", 128, 0.5)
-        assert cfg.data.train_batch_size == 64 and rollout_budget(cfg) == 64 * 8
+        assert cfg.data.train_batch_size == 128 and rollout_budget(cfg) == 128 * 8
     else:  # all-wrong groups dropped (the code extra); 128 prompts x 8
         assert (cfg.rollout_filter.name, cfg.rollout_filter.drop) == ("drop_degenerate", "all_wrong")
         assert cfg.data.train_batch_size == 128 and rollout_budget(cfg) == 128 * 8
@@ -241,7 +244,7 @@ def test_cpu_preset_composes_for_the_cpu(selector):
     assert (rollout.name, cfg.trainer.device) == ("hf", "cpu") and cfg.algorithm.use_kl_in_reward
     assert cfg.data.train_files == "/d/arithmetic_ads/train.parquet" and cfg.trainer.total_training_steps == 3
     assert cfg.selector.name == SELECTORS[selector]["name"]
-    if selector == "dots":  # 1 reference + 1 targeted prompt, as many replayed groups
+    if selector == "dots":  # 1 reference prompt measured per round, 2 prompts a step (1 after the first round)
         assert (cfg.data.train_batch_size, rollout_budget(cfg), cfg.selector.reference_size) == (2, 8, 1)
         assert cfg.selector.embedding_file == "/d/arithmetic_ads/train.embeddings.npy"
         assert cfg.rollout_filter.name == "replay_fifo"
