@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.trainer.test_axes_trainer_on_cpu import REWARD, common_overrides, run
+from tests.trainer.scenario import REWARD, common_overrides, run
 from verl_ext.axes import StepResults, TaskPool, build_selector
 from verl_ext.trainer import records
 

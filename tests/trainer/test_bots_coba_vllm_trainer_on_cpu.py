@@ -12,7 +12,7 @@ sleep / wake, CUDA IPC and CUDA graphs). Asserted:
   the step-1 update moved the policy, i.e. the second step generated from the updated weights;
 * the evaluator's vLLM backend (``eval.evaluate --backend vllm``, same install) reads the run's checkpoints.
 
-Scenario of ``test_axes_trainer_on_cpu`` (easy tasks always score 1, hard 0, coin alternates) with reference
+Scenario of ``tests.trainer.scenario`` (easy tasks always score 1, hard 0, coin alternates) with reference
 pass-rate columns. The rollout computes in fp32 like the actor here (``tests/conftest.py``), so the agreement is
 tight; ``make test`` builds ``.venv-vllm`` first (``VERL_EXT_REQUIRE_VLLM=1``: a missing environment fails instead of
 skipping).
@@ -29,7 +29,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.trainer.test_axes_trainer_on_cpu import INDEX, KIND, REWARD, ROOT, common_overrides, model_path, run
+from tests.trainer.scenario import INDEX, KIND, REWARD, ROOT, common_overrides, model_path, run
 from verl_ext.axes import StepResults, build_allocator, build_selector
 from verl_ext.cpu import vllm_rollout
 from verl_ext.trainer import records

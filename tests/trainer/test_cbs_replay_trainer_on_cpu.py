@@ -1,5 +1,5 @@
 """CBS with its replay buffer through the real trainer (``rollout_filter=cbs``): on the tasks of
-``test_axes_trainer_on_cpu`` (easy / hard / coin; a coin's reward here is the parity of a hash of the sampled text,
+``tests.trainer.scenario`` (easy / hard / coin; a coin's reward here is the parity of a hash of the sampled text,
 which the seeded CPU rollout reproduces on a resumed run), 4 tasks x 4 rollouts per step, a buffer of the latest 24
 rollouts and 8 rollouts per update. Rollouts of earlier steps reach the actor update with the old log-probs stored at
 their generation (the loss reports, per row, the old and current mean token log-probs it used) and with their entropy
@@ -18,11 +18,10 @@ import json
 import shutil
 from collections import Counter
 
-import numpy as np
 import pytest
 import torch
 
-from tests.trainer.test_axes_trainer_on_cpu import ORDER, common_overrides, run, write_scenario
+from tests.trainer.scenario import ORDER, common_overrides, run, write_scenario
 from verl_ext.axes.types import ROLLOUT_ID_STRIDE
 from verl_ext.trainer import records
 from verl_ext.trainer.replay import FILE as STORE_FILE

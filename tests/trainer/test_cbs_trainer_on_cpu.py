@@ -1,6 +1,6 @@
 """CBS* composed with every other axis through the real trainer: a selector (BOTS without reference pass rates),
 an allocator (CoBA, unequal counts), DAPO's dynamic sampling (a prefilter, 2x oversampling) and ``cbs_star``
-under the GSPO loss, on the scenario of ``test_axes_trainer_on_cpu`` (easy / hard / coin tasks, rewards independent
+under the GSPO loss, on the scenario of ``tests.trainer.scenario`` (easy / hard / coin tasks, rewards independent
 of the text). Each step CBS* keeps round(0.3 x) of the rollouts dynamic sampling kept, the actor trains on exactly
 those with GSPO's sequence-level ratio and clipping, the scheduler's scalars are logged, and a fresh filter chain
 replayed on the run's recorded rollouts (reward, advantage, group, length, old-log-prob entropy) keeps exactly
@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pytest
 
-from tests.trainer.test_axes_trainer_on_cpu import common_overrides, run, write_scenario
+from tests.trainer.scenario import common_overrides, run, write_scenario
 from verl_ext.axes import RolloutView, build_filter
 from verl_ext.trainer import records
 

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.trainer.test_axes_trainer_on_cpu import ROOT, common_overrides, hf_weights, model_path, run, write_scenario
+from tests.trainer.scenario import ROOT, common_overrides, hf_weights, model_path, run, write_scenario
 from verl_ext.trainer import records
 
 pytestmark = pytest.mark.e2e  # starts Ray, vLLM or a training run: `make test-fast` leaves it out

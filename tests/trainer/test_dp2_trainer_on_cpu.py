@@ -3,7 +3,7 @@ trainer.n_gpus_per_node=1`` against a head and a worker node started on this hos
 (``CPU=1``, each its own temp dir, ports, logical CPUs and half the cores).
 
 Two actor processes (FSDP2 over gloo), one per node, each generating its share of the rollouts with the ``hf``
-backend from its own copy of the policy. The scenario of ``test_axes_trainer_on_cpu`` (scripted rewards: easy /
+backend from its own copy of the policy. The scenario of ``tests.trainer.scenario`` (scripted rewards: easy /
 hard / coin tasks) with ``allocator=variance`` (unequal rollout counts) and ``rollout_filter=drop_degenerate`` (the
 filter cuts rows, so the actor batch is padded), under the ``seq-mean-token-mean`` loss (whose divisor padding would
 dilute) and two update epochs, with fixed micro-batches of 2 rows per rank (verl then asks for fixed ones in the
@@ -36,7 +36,7 @@ from typing import Iterator
 import pytest
 from omegaconf import OmegaConf
 
-from tests.trainer.test_axes_trainer_on_cpu import ROOT, run, scenario_overrides, scenario_run, write_scenario
+from tests.trainer.scenario import ROOT, run, scenario_overrides, scenario_run, write_scenario
 from verl_ext.trainer import records
 from verl_ext.trainer.startup_checks import check_ray_cpus
 

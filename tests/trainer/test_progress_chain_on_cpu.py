@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.trainer.test_axes_trainer_on_cpu import ROOT, common_overrides, hf_weights, model_path, run
+from tests.trainer.scenario import ROOT, common_overrides, hf_weights, model_path, run
 from verl_ext.axes import StepResults, TaskPool, build_selector
 from verl_ext.trainer import records
 

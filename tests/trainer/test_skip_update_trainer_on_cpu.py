@@ -9,7 +9,7 @@ import pytest
 
 from pathlib import Path
 
-from tests.trainer.test_axes_trainer_on_cpu import REWARD, common_overrides, hf_weights, model_path, run
+from tests.trainer.scenario import REWARD, common_overrides, hf_weights, model_path, run
 from verl_ext.trainer import records
 
 pytestmark = pytest.mark.e2e  # starts Ray, vLLM or a training run: `make test-fast` leaves it out
