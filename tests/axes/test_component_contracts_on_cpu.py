@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from verl_ext.axes import REGISTRY, RolloutView, StepResults, build_allocator, build_filter, build_selector
+from verl_ext.axes import REGISTRY, RolloutView, StepResults, TaskPool, build_allocator, build_filter, build_selector
 from verl_ext.axes.types import rollout_ids
 from verl_ext.sim.world import World, WorldConfig
 
@@ -120,3 +120,18 @@ def test_a_nan_reward_is_refused_naming_the_step(axis, name, pool):
         return
     with pytest.raises(ValueError, match=rf"{axis}={name}: step 3 .*reward"):
         _play(axis, component, pool, range(3, 4), rng, nan_at=3)
+
+
+
+POOL_SELECTORS = ("ads", "bots", "dots", "progress", "prompt_utility")  # their state is per task of the pool
+
+
+@pytest.mark.parametrize("name", POOL_SELECTORS)
+def test_a_checkpoint_of_another_task_pool_is_refused_naming_the_selector(name, pool):
+    """A state saved with other tasks (same count, one index changed) is refused, naming the selector."""
+    state = _build("selector", name, pool).state_dict()
+    index = pool.index.copy()
+    index[0] = index.max() + 1
+    with pytest.raises(ValueError, match=rf"selector={name}: the checkpoint's task"):
+        _build("selector", name, TaskPool(index, pool.columns)).load_state_dict(state)
+    _build("selector", name, pool).load_state_dict(state)  # its own pool's state loads

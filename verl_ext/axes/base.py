@@ -66,6 +66,13 @@ class TaskSelector(Stateful):
         """Scalars about the last ``select`` / ``update``, logged as ``data_selection/selector/<key>``."""
         return {}
 
+    def check_task_pool(self, state: dict[str, Any]) -> None:
+        """Refuse a checkpoint ``state`` whose ``index`` (the task pool it was saved with) is not this pool's: its
+        per-task arrays would describe other tasks."""
+        if not np.array_equal(np.asarray(state["index"]), self.pool.index):
+            raise ValueError(f"selector={self.config.name}: the checkpoint's task pool differs from the training data "
+                             "(extra_info.index); resume with the same train_files")
+
 
 class BudgetAllocator(Stateful):
     def __init__(self, config, seed: int):

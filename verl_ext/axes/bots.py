@@ -219,9 +219,7 @@ class BotsSelector(TaskSelector):
                 "rng": self.rng.bit_generator.state, "streams": [g.bit_generator.state for g in self.streams]}
 
     def load_state_dict(self, state: dict) -> None:
-        if not np.array_equal(np.asarray(state["index"]), self.pool.index):
-            raise ValueError("selector=bots: the checkpoint's task pool differs from the training data "
-                             "(extra_info.index); resume with the same train_files")
+        self.check_task_pool(state)
         self.alpha = np.array(state["alpha"], dtype=np.float64)
         self.beta = np.array(state["beta"], dtype=np.float64)
         self.capability = float(state["capability"])

@@ -357,9 +357,7 @@ class DotsSelector(TaskSelector):
                 "rng": self.rng.bit_generator.state}
 
     def load_state_dict(self, state: dict) -> None:
-        if not np.array_equal(np.asarray(state["index"]), self.pool.index):
-            raise ValueError("selector=dots: the checkpoint's task pool differs from the training data "
-                             "(extra_info.index); resume with the same train_files")
+        self.check_task_pool(state)
         self.key_positions = np.array(state["key_positions"], dtype=np.int64)
         self.key_difficulty = np.array(state["key_difficulty"], dtype=np.float64)
         self.reference = np.array(state["reference"], dtype=np.int64)

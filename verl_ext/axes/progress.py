@@ -351,8 +351,7 @@ class PromptUtilitySelector(TaskSelector):
                 **{name: getattr(self, name).copy() for name in self.FIELDS}}
 
     def load_state_dict(self, state: dict) -> None:
-        if not np.array_equal(np.asarray(state["index"]), self.pool.index):
-            raise ValueError("selector=prompt_utility: the checkpoint's task pool differs from the training data")
+        self.check_task_pool(state)
         for name in self.FIELDS:
             setattr(self, name, np.array(state[name], dtype=np.float64))
         self.seen = np.array(state["seen"], dtype=bool)
