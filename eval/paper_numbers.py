@@ -1,7 +1,9 @@
 """The papers' own headline numbers, printed by :mod:`eval.tables` beside ours.
 
-Copied from ``shared/SPEC.md`` ("Headline numbers" / "Metrics and headline numbers" of §1-§5), nothing
-else: a cell the SPEC does not give stays missing. ``PAPER_NUMBERS[paper][setting][table]`` is a
+Copied from ``shared/SPEC.md`` ("Headline numbers" / "Metrics and headline numbers" of §1-§4) and, for
+the progress paper, from its own tables (shared/papers/004, Tables 1-3 and 6-9, each value as printed there,
+one table per evaluation protocol), nothing else: a cell they do not give stays missing.
+``PAPER_NUMBERS[paper][setting][table]`` is a
 :class:`Reference`; its rows are keyed by :func:`method_key` of a method name (name a run like the key
 to get the paper's row beside it) and its columns by the column names of the table in ``eval.tables``.
 A value is a number in the paper's units, a string printed as the paper prints it (``"−"``: the
@@ -32,7 +34,9 @@ _BOTS = "BOTS, shared/papers/000 (SPEC.md §1 headline numbers)"
 _CBS = "CBS, shared/papers/001 (SPEC.md §2 headline numbers): six-benchmark average"
 _COBA = "CoBA-RL, shared/papers/002 (SPEC.md §3 metrics and headline numbers): avg@16"
 _ADS = "ADS, shared/papers/003 (SPEC.md §4 metrics and headline numbers): Mean@16 average"
-_PROGRESS = "Progress-aware Countdown sampling, shared/papers/004 (SPEC.md §5 headline numbers): 200 prompts × 16"
+_P004 = "[paper] Progress-aware Countdown sampling, shared/papers/004"
+_HELD_OUT = f"{_P004}: the 200 held-out prompts × 16 samples"
+_OFFICIAL = f"{_P004}, App. B: the official 50-prompt test split of asingh15/countdown_tasks_3to4 × 16 samples"
 
 
 def _ttb_bsf(*values: Value) -> dict[str, Value]:
@@ -41,6 +45,15 @@ def _ttb_bsf(*values: Value) -> dict[str, Value]:
 
 def _means(column: str, **methods: float) -> dict[str, dict[str, Value]]:
     return {method_key(m): {column: v} for m, v in methods.items()}
+
+
+def _countdown(*printed: str) -> dict[str, Value]:
+    """Avg. score, pass@1/4/8/16 and zero-success as the paper prints them (a table without the last: fewer)."""
+    return dict(zip(("avg score", "pass@1", "pass@4", "pass@8", "pass@16", "zero-success"), printed))
+
+
+def _paired(score: Value, pass1: Value, wlt_score: str, wlt_pass1: str) -> dict[str, Value]:
+    return {"Δ avg score": score, "Δ pass@1": pass1, "W/L/T avg score": wlt_score, "W/L/T pass@1": wlt_pass1}
 
 
 PAPER_NUMBERS: dict[str, dict[str, dict[str, Reference]]] = {
@@ -97,20 +110,55 @@ PAPER_NUMBERS: dict[str, dict[str, dict[str, Reference]]] = {
                                            _means("Mean@16 mean", grpo=22.38, dots_rr=26.70, ads=30.06))},
     },
     "progress": {
+        # keyed by the evaluator's benchmark name (scripts/progress/evaluate.sh), each with its own protocol
         "Qwen2.5-0.5B Countdown SFT": {
-            "summary": Reference(f"{_PROGRESS}, Qwen2.5-0.5B Countdown SFT", {
-                "uniform": {"avg score": 0.5092, "pass@1": 0.4694, "pass@16": 0.6650},
-                "bucket_uniform": {"avg score": 0.4402, "pass@1": 0.3853, "pass@16": 0.630},
-                "empirical": {"avg score": 0.4696, "pass@1": 0.4153, "pass@16": 0.605},
-                "conservative": {"avg score": 0.4847, "pass@1": 0.4356, "pass@16": 0.620},
-                "rft_naive": {"avg score": 0.5110, "pass@1": 0.4813},
+            "countdown": Reference(f"{_HELD_OUT} (abstract; Tables 1 and 3)", {
+                "uniform": _countdown("0.5092", "0.4694", "0.5981", "0.6295", "0.6650", "0.3350"),
+                "bucket_uniform": _countdown("0.4402", "0.3853", "0.572", "0.607", "0.630", "0.370"),
+                "empirical": _countdown("0.4696", "0.4153", "0.564", "0.588", "0.605", "0.395"),
+                "conservative": _countdown("0.4847", "0.4356", "0.572", "0.598", "0.620", "0.380"),
+                "density_ratio": _countdown("0.426", "0.364", "0.538", "0.577", "0.610", "0.390"),
+                "rft_naive": _countdown("0.5110", "0.4813", "0.6042", "0.6325", "0.6600", "0.3400"),
+                "rft_clean": _countdown("0.5016", "0.4600", "0.5971", "0.6268", "0.6550", "0.3450"),
             }),
-            "vs_uniform": Reference(f"{_PROGRESS}; paired bootstrap 95% CI over prompts", {
-                "conservative": {"Δ avg score": (-0.0245, -0.0446, -0.0049), "Δ pass@1": (-0.0338, -0.0553, -0.0125)},
+            "countdown/vs_uniform": Reference(f"{_HELD_OUT}, Table 2: paired bootstrap 95% CI over prompts", {
+                "bucket_uniform": _paired((-0.0690, -0.0900, -0.0484), (-0.0841, -0.1066, -0.0619),
+                                          "73/106/21", "25/100/75"),
+                "empirical": _paired((-0.0396, -0.0595, -0.0206), (-0.0541, -0.0753, -0.0334), "83/89/28", "31/86/83"),
+                "conservative": _paired((-0.0245, -0.0446, -0.0049), (-0.0338, -0.0553, -0.0125),
+                                        "100/81/19", "50/76/74"),
+                "density_ratio": _paired((-0.0832, -0.1063, -0.0612), (-0.1056, -0.1300, -0.0822),
+                                         "77/99/24", "18/101/81"),
             }),
-            "degenerate": Reference(f"{_PROGRESS}; fraction of all-equal reward groups over training steps", {
-                "uniform": {"degenerate-batch rate": 0.270},
-            }, notes=("paper: adaptive samplers 0.308–0.355 (range over the adaptive variants)",)),
+            "countdown/format": Reference(f"{_HELD_OUT}, Table 9 (the RFT follow-up)", {
+                "uniform": {"missing answer": "0.1325", "too long": "0.3837", "parse failure": "0.2897",
+                            "multiple answers": "0.7031"},
+                "rft_naive": {"missing answer": "0.2216", "too long": "0.5563", "parse failure": "0.3441",
+                              "multiple answers": "0.6338"},
+            }),
+            "countdown_official": Reference(f"{_OFFICIAL}, Table 6", {
+                "uniform": _countdown("0.583", "0.56", "0.70", "0.72", "0.74"),
+                "bucket_uniform": _countdown("0.507", "0.32", "0.66", "0.72", "0.74"),
+                "empirical": _countdown("0.530", "0.54", "0.68", "0.72", "0.76"),
+                "prompt_utility": _countdown("0.451", "0.36", "0.62", "0.68", "0.70"),
+                "random_buckets": _countdown("0.497", "0.42", "0.68", "0.68", "0.68"),
+            }),
+            "countdown_official/format": Reference(f"{_OFFICIAL}, Table 8 (the late sampler follow-ups)", {
+                "uniform": {"missing answer": "0.0988", "multiple answers": "0.7563", "multiple think": "0.8875",
+                            "too long": "1.0000"},
+                "prompt_utility": {"missing answer": "0.0000", "multiple answers": "0.9938", "multiple think": "0.9863",
+                                   "too long": "1.0000"},
+                "random_buckets": {"missing answer": "0.0000", "multiple answers": "0.9863", "multiple think": "0.9575",
+                                   "too long": "1.0000"},
+            }),
+            "degenerate": Reference(f"{_P004}, Table 7: fraction of all-equal reward groups, mean ± s.e. over the 100 "
+                                    "training steps", {
+                                        "uniform": {"degenerate-batch rate": "0.270", "s.e.": "0.0079"},
+                                        "bucket_uniform": {"degenerate-batch rate": "0.338", "s.e.": "0.0105"},
+                                        "empirical": {"degenerate-batch rate": "0.308", "s.e.": "0.0105"},
+                                        "conservative": {"degenerate-batch rate": "0.346", "s.e.": "0.0113"},
+                                        "density_ratio": {"degenerate-batch rate": "0.354", "s.e.": "0.0115"},
+                                    }),
         },
     },
 }

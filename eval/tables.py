@@ -43,6 +43,9 @@ COBA_BASELINES = ("static_exploit", "static_explore", "linear_decay", "explore_t
 ADS_BENCHMARKS = {"MATH-500": "math500", "AIME24": "aime24", "AIME25": "aime25", "Minerva": "minerva",
                   "AMC23": "amc23", "GPQA-D": "gpqa_diamond", "MMLU-Pro": "mmlu_pro"}
 PASS_KS = (1, 4, 8, 16)
+# progress: benchmark (scripts/progress/evaluate.sh's names) -> the paper's evaluation protocol it reproduces
+PROGRESS_PROTOCOLS = {"countdown": "the 200 held-out prompts (Tables 1-3, 9)",
+                      "countdown_official": "the official 50-prompt test split (App. B, Tables 6, 8)"}
 FORMAT_FLAGS = ("missing answer", "multiple answers", "multiple think", "too long", "parse failure")
 
 
@@ -248,6 +251,9 @@ def progress_tables(runs: dict[str, Run], refs: dict[str, Reference], args: argp
     used = "ours: evaluation step " + ", ".join(f"{n}: {MISSING if s is None else s}" for n, s in steps.items())
     tables = []
     for bench in benchmarks or ["(no evaluation samples)"]:
+        protocol = [f"paper: {PROGRESS_PROTOCOLS[bench]}" if bench in PROGRESS_PROTOCOLS else
+                    f"paper: no numbers for a benchmark named {bench!r} (its protocols: "
+                    + "; ".join(f"{b} = {p}" for b, p in PROGRESS_PROTOCOLS.items()) + ")"]
         samples = {n: run.samples(steps[n], bench) if steps[n] is not None else [] for n, run in runs.items()}
         stats = {n: prompt_stats(s) for n, s in samples.items()}
         summary = {}
@@ -261,7 +267,8 @@ def progress_tables(runs: dict[str, Run], refs: dict[str, Reference], args: argp
                              **{f"pass@{k}": float(pass_at_k(n, c, k).mean()) for k in PASS_KS if k <= n.min()}}
         tables.append(comparison(f"Progress: {bench}", summary, ["avg score", *(f"pass@{k}" for k in PASS_KS),
                                                                   "zero-success", "all-success", "prompts"],
-                                 refs.get("summary"), 4, [used + "; avg score includes the 0.1 format scores"]))
+                                 refs.get(bench), 4,
+                                 [used + "; avg score includes the 0.1 format scores", *protocol]))
         base = stats.get(args.baseline, {})
         paired = {}
         for name, st in stats.items():
@@ -273,19 +280,20 @@ def progress_tables(runs: dict[str, Run], refs: dict[str, Reference], args: argp
                 continue
             a, b = (np.array([[d[i][2], pass_at_k(d[i][0], d[i][1], 1)] for i in common]) for d in (st, base))
             diff, low, high = paired_bootstrap_ci(a, b)
+            wlt = ["/".join(map(str, paired_wins_losses_ties(a[:, j], b[:, j]))) for j in (0, 1)]
             paired[name] = {"Δ avg score": (diff[0], low[0], high[0]), "Δ pass@1": (diff[1], low[1], high[1]),
-                            "W/L/T pass@1": "/".join(map(str, paired_wins_losses_ties(a[:, 1], b[:, 1]))),
-                            "prompts": str(len(common))}
+                            "W/L/T avg score": wlt[0], "W/L/T pass@1": wlt[1], "prompts": str(len(common))}
         tables.append(comparison(f"Progress: {bench}, paired difference to {args.baseline} per prompt", paired,
-                                 ["Δ avg score", "Δ pass@1", "W/L/T pass@1", "prompts"], refs.get("vs_uniform"), 4,
+                                 ["Δ avg score", "Δ pass@1", "W/L/T avg score", "W/L/T pass@1", "prompts"],
+                                 refs.get(f"{bench}/vs_{args.baseline}"), 4,
                                  ["ours: mean over the prompts both runs evaluated, 95% paired bootstrap CI "
-                                  "(20,000 resamples of prompts)"] +
+                                  "(20,000 resamples of prompts); wins / losses / ties per prompt", *protocol] +
                                  ([] if base else [f"no samples of a run named {args.baseline!r} (--baseline)"])))
         fmt_rates = {name: dict(zip(FORMAT_FLAGS, countdown_format_diagnostics(s).values())) if s else {}
                      for name, s in samples.items()}
         tables.append(comparison(f"Progress: {bench}, format diagnostics (fraction of completions)", fmt_rates,
-                                 list(FORMAT_FLAGS), None, 4,
-                                 ["ours: the evaluator's per-sample flags", "paper: no numbers in SPEC.md"]))
+                                 list(FORMAT_FLAGS), refs.get(f"{bench}/format"), 4,
+                                 ["ours: the evaluator's per-sample flags", *protocol]))
     degenerate = {}
     for name, run in runs.items():
         m = degenerate_rate_summary(run.path)

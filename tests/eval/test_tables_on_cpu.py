@@ -196,6 +196,9 @@ def progress_runs(tmp_path_factory):
     write_samples(runs["uniform"], 100, "countdown", [[1] * 16, [0] * 16, [1] * 8 + [0] * 8])
     write_samples(runs["conservative"], 100, "countdown", [[1] * 12 + [0] * 4, [0] * 16, [1] * 4 + [0] * 12],
                   has_answer=False, too_long=True)
+    # the official 50-prompt split (its own protocol, Table 6) and a benchmark the paper has no numbers for
+    for bench in ("countdown_official", "countdown_embedded"):
+        write_samples(runs["uniform"], 100, bench, [[1] * 16, [1] * 8 + [0] * 8])
     write_metrics(runs["uniform"], {1: {"data_selection/degenerate_group_rate": 0.2},
                                     2: {"data_selection/degenerate_group_rate": 0.4}})
     return runs
@@ -210,18 +213,43 @@ def test_progress(progress_runs, tmp_path):
     assert s["uniform"]["zero-success"] == s["uniform"]["all-success"] == f"{1 / 3:.4f}"
     # unbiased pass@4 of prompt 2 (8 of 16 right): 1 - C(8,4)/C(16,4)
     assert s["uniform"]["pass@4"] == f"{(1 + 0 + 1 - 70 / 1820) / 3:.4f}"
+    # the 200 held-out prompts: Tables 1 and 3, as the paper prints them
     assert s["uniform"]["pass@1 (paper)"] == "0.4694" and s["rft_naive"]["avg score (paper)"] == "0.5110"
+    assert s["conservative"]["pass@8 (paper)"] == "0.598" and s["uniform"]["zero-success (paper)"] == "0.3350"
+    assert s["density_ratio"]["pass@1 (paper)"] == "0.364" and s["density_ratio"]["pass@1"] == tables.MISSING
+    assert "prompt_utility" not in s  # a 50-prompt follow-up only
     d = parse_markdown(text, "Progress: countdown, paired difference to uniform per prompt")
     assert d["conservative"]["Δ pass@1"] == "-0.1667 [-0.2500, 0.0000]"  # -0.25, 0, -0.25 per prompt
     assert d["conservative"]["W/L/T pass@1"] == "0/2/1" and d["conservative"]["prompts"] == "3"
+    # avg score per prompt: 0.775 vs 1.0, 0.1 vs 0.1, 0.325 vs 0.55
+    assert d["conservative"]["W/L/T avg score"] == "0/2/1"
     assert d["conservative"]["Δ avg score (paper)"] == "-0.0245 [-0.0446, -0.0049]"
+    assert d["conservative"]["W/L/T avg score (paper)"] == "100/81/19" and d["empirical"]["W/L/T pass@1 (paper)"] \
+        == "31/86/83"
     f = parse_markdown(text, "Progress: countdown, format diagnostics (fraction of completions)")
     assert f["conservative"]["missing answer"] == f["conservative"]["too long"] == "1.0000"
-    assert f["uniform"]["missing answer"] == "0.0000"
+    assert f["uniform"]["missing answer"] == "0.0000" and f["uniform"]["missing answer (paper)"] == "0.1325"
+    assert f["rft_naive"]["parse failure (paper)"] == "0.3441"
+    # the official 50-prompt split: Table 6 beside ours, never the 200-prompt numbers
+    o = parse_markdown(text, "Progress: countdown_official")
+    assert (o["uniform"]["avg score"], o["uniform"]["pass@1"]) == (f"{(1 + 0.55) / 2:.4f}", "0.7500")
+    assert (o["uniform"]["avg score (paper)"], o["uniform"]["pass@1 (paper)"]) == ("0.583", "0.56")
+    assert o["random_buckets"]["pass@16 (paper)"] == "0.68" and o["prompt_utility"]["pass@1 (paper)"] == "0.36"
+    assert "zero-success (paper)" not in o["uniform"] and "rft_naive" not in o and "conservative" in o
+    assert o["conservative"]["avg score"] == tables.MISSING  # not evaluated on this split
+    od = parse_markdown(text, "Progress: countdown_official, paired difference to uniform per prompt")
+    assert not any("(paper)" in c for c in od["conservative"])  # Table 2 is the 200-prompt protocol's
+    of = parse_markdown(text, "Progress: countdown_official, format diagnostics (fraction of completions)")
+    assert of["uniform"]["multiple answers (paper)"] == "0.7563" and "parse failure (paper)" not in of["uniform"]
+    assert "paper: the official 50-prompt test split (App. B, Tables 6, 8)" in text
+    e = parse_markdown(text, "Progress: countdown_embedded")
+    assert set(e) == {"uniform", "conservative"} and not any("(paper)" in c for c in e["uniform"])
+    assert "paper: no numbers for a benchmark named 'countdown_embedded'" in text
     g = parse_markdown(text, "Progress: degenerate-batch rate over training")
     assert g["uniform"] == {"degenerate-batch rate": "0.300", "degenerate-batch rate (paper)": "0.270",
-                            "s.e.": "0.100", "steps": "2"}
+                            "s.e.": "0.100", "s.e. (paper)": "0.0079", "steps": "2"}
     assert g["conservative"]["degenerate-batch rate"] == tables.MISSING
+    assert g["density_ratio"]["degenerate-batch rate (paper)"] == "0.354"
     check_latex(run_tables("progress", progress_runs, tmp_path, form="latex"))
 
 
