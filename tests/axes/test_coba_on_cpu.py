@@ -269,6 +269,18 @@ def test_bad_configs_are_rejected():
         make_config("allocator", {"name": "knapsack", "min_seen": 0})
 
 
+@pytest.mark.parametrize("name", ["coba", "coba_official"])
+def test_coba_and_its_official_variant_share_the_common_fields_and_checks(name):
+    shared = {"min_n": 2, "max_n": 128, "gamma": 10.0, "kappa": 11.0, "window": 1, "p_min": 0.01, "p_max": 0.99}
+    config = make_config("allocator", {"name": name})
+    assert {k: getattr(config, k) for k in shared} == shared
+    for cfg, message in [({"min_n": 5, "max_n": 4}, f"allocator={name}: need integers 1 <= min_n <= max_n"),
+                         ({"kappa": 2.5}, "kappa"), ({"gamma": 0.0}, "gamma"), ({"window": 1.5}, "window"),
+                         ({"p_min": 0.5, "p_max": 0.4}, "p_min")]:
+        with pytest.raises(ValueError, match=message):
+            make_config("allocator", {"name": name, **cfg})
+
+
 # ------------------------------------------------------------------------------------------ presets
 def test_presets_compose_build_and_validate():
     from pathlib import Path

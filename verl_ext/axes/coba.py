@@ -122,8 +122,36 @@ class TaskHistory:
 
 # ---------------------------------------------------------------------------------------------- CoBA
 @dataclass(frozen=True)
-class CobaAllocatorConfig:
-    """CoBA-RL (SPEC.md §3); field comments give the paper's symbols.
+class CobaBaseConfig:
+    """The fields and checks CoBA-RL (``coba``) and the official code's variant (``coba_official``) share; field
+    comments give the paper's symbols."""
+
+    name: str
+    min_n: int = 2  # B_low
+    max_n: int = 128  # B_up
+    gamma: float = 10.0  # γ of Ψ
+    kappa: float = 11.0  # κ = α + β
+    window: int = 1  # k: steps averaged into the global failure rate
+    p_min: float = 0.01  # p clipped to [p_min, p_max] in V
+    p_max: float = 0.99
+
+    def __post_init__(self):
+        where = f"allocator={self.name}"
+        if int(self.min_n) != self.min_n or int(self.max_n) != self.max_n or not 1 <= self.min_n <= self.max_n:
+            raise ValueError(f"{where}: need integers 1 <= min_n <= max_n, got [{self.min_n}, {self.max_n}]")
+        if self.kappa < 3:
+            raise ValueError(f"{where}: kappa={self.kappa} must be >= 3 (alpha in [1, kappa - 1], start (kappa - 2, 2))")
+        if self.gamma <= 0:
+            raise ValueError(f"{where}: gamma={self.gamma} must be > 0")
+        if int(self.window) != self.window or self.window < 1:
+            raise ValueError(f"{where}: window={self.window} must be an integer >= 1")
+        if not 0.0 <= self.p_min < self.p_max <= 1.0:
+            raise ValueError(f"{where}: need 0 <= p_min < p_max <= 1, got [{self.p_min}, {self.p_max}]")
+
+
+@dataclass(frozen=True)
+class CobaAllocatorConfig(CobaBaseConfig):
+    """CoBA-RL (SPEC.md §3).
 
     **[decision]** ``tau = 7.5``: the paper never states τ (Appendix C lists only ``[B_low, B_up]``
     and κ); the official code moves τ with the batch's pass-rate variance, ``τ = 3 + 9·clip(Var/0.1667)``
@@ -141,15 +169,8 @@ class CobaAllocatorConfig:
     """
 
     name: str = "coba"
-    min_n: int = 2  # B_low
-    max_n: int = 128  # B_up
     tau: float = 7.5  # τ of the budget saturation factor 1 - exp(-B p(1-p)/τ)
-    gamma: float = 10.0  # γ of Ψ
-    kappa: float = 11.0  # κ = α + β
-    window: int = 1  # k: steps averaged into the global failure rate
     history: int = 1  # W: visits pooled into a task's pass rate
-    p_min: float = 0.01  # p clipped to [p_min, p_max] in V
-    p_max: float = 0.99
     unseen_pass_rate: float = 0.5
     schedule: str = "failure"  # failure | success | static | linear_decay
     alpha: Optional[float] = None  # static: fixed (α, β)
@@ -160,7 +181,7 @@ class CobaAllocatorConfig:
         where = f"allocator={self.name}"
         if self.schedule not in SCHEDULES:
             raise ValueError(f"{where}: schedule={self.schedule!r}, choose from {list(SCHEDULES)}")
-        _check_common(self, where)
+        super().__post_init__()
         if self.tau <= 0:
             raise ValueError(f"{where}: tau={self.tau} must be > 0")
         if not 0.0 <= self.unseen_pass_rate <= 1.0:
@@ -175,19 +196,6 @@ class CobaAllocatorConfig:
         if self.schedule == "linear_decay" and (self.total_steps is None or self.total_steps < 1):
             raise ValueError(f"{where}: schedule=linear_decay needs the number of training steps; set "
                              f"trainer.total_training_steps (or allocator.total_steps), got {self.total_steps}")
-
-
-def _check_common(config, where: str) -> None:
-    if int(config.min_n) != config.min_n or int(config.max_n) != config.max_n or not 1 <= config.min_n <= config.max_n:
-        raise ValueError(f"{where}: need integers 1 <= min_n <= max_n, got [{config.min_n}, {config.max_n}]")
-    if config.kappa < 3:
-        raise ValueError(f"{where}: kappa={config.kappa} must be >= 3 (alpha in [1, kappa - 1], start (kappa - 2, 2))")
-    if config.gamma <= 0:
-        raise ValueError(f"{where}: gamma={config.gamma} must be > 0")
-    if int(config.window) != config.window or config.window < 1:
-        raise ValueError(f"{where}: window={config.window} must be an integer >= 1")
-    if not 0.0 <= config.p_min < config.p_max <= 1.0:
-        raise ValueError(f"{where}: need 0 <= p_min < p_max <= 1, got [{config.p_min}, {config.p_max}]")
 
 
 class CobaAllocator(BudgetAllocator):
@@ -258,7 +266,7 @@ class CobaAllocator(BudgetAllocator):
 
 # ---------------------------------------------------------------------------------------------- official code
 @dataclass(frozen=True)
-class CobaOfficialAllocatorConfig:
+class CobaOfficialAllocatorConfig(CobaBaseConfig):
     """CoBA-RL as the authors' code runs it (SPEC.md §3, "official-code behaviours"): ``failure``
     schedule; ``τ = tau_base + tau_scale·clip(Var(p)/variance_ref, 0, 1)`` over the explore set's pass
     rates clipped to ``[p_min, p_max]``; an all-unseen batch is split uniformly, unseen tasks in a mixed
@@ -269,13 +277,6 @@ class CobaOfficialAllocatorConfig:
     """
 
     name: str = "coba_official"
-    min_n: int = 2
-    max_n: int = 128
-    gamma: float = 10.0
-    kappa: float = 11.0
-    window: int = 1
-    p_min: float = 0.01
-    p_max: float = 0.99
     tau_base: float = 3.0
     tau_scale: float = 9.0
     variance_ref: float = 0.1667
@@ -287,7 +288,7 @@ class CobaOfficialAllocatorConfig:
 
     def __post_init__(self):
         where = f"allocator={self.name}"
-        _check_common(self, where)
+        super().__post_init__()
         if self.tau_base <= 0 or self.tau_scale < 0 or self.variance_ref <= 0:
             raise ValueError(f"{where}: need tau_base > 0, tau_scale >= 0, variance_ref > 0")
         if not 0.0 <= self.hard_below <= self.easy_above <= 1.0:
