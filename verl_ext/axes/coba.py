@@ -140,7 +140,8 @@ class CobaBaseConfig:
         if int(self.min_n) != self.min_n or int(self.max_n) != self.max_n or not 1 <= self.min_n <= self.max_n:
             raise ValueError(f"{where}: need integers 1 <= min_n <= max_n, got [{self.min_n}, {self.max_n}]")
         if self.kappa < 3:
-            raise ValueError(f"{where}: kappa={self.kappa} must be >= 3 (alpha in [1, kappa - 1], start (kappa - 2, 2))")
+            raise ValueError(f"{where}: kappa={self.kappa} must be >= 3 "
+                             "(alpha in [1, kappa - 1], start (kappa - 2, 2))")
         if self.gamma <= 0:
             raise ValueError(f"{where}: gamma={self.gamma} must be > 0")
         if int(self.window) != self.window or self.window < 1:
