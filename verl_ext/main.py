@@ -23,20 +23,11 @@ import sys
 
 import hydra
 
-from verl_ext.cpu import project_root
+from verl_ext.cpu import join_unique, project_root
 from verl_ext.version_check import check_verl_version
 
 TRAINER_MODULE = "verl_ext.trainer"  # registers trainer mode verl_ext when imported
 CPU_FLAG = "--cpu"
-
-
-def _join(values, sep: str) -> str:
-    out: list[str] = []
-    for value in values:
-        for part in str(value or "").split(sep):
-            if part and part not in out:
-                out.append(part)
-    return sep.join(out)
 
 
 def export_trainer_module(config) -> None:
@@ -47,9 +38,9 @@ def export_trainer_module(config) -> None:
 
     env_vars = config.ray_kwargs.ray_init.get("runtime_env", {}).get("env_vars")
     env_vars = OmegaConf.to_container(env_vars) if env_vars else {}
-    modules = _join([env_vars.get("VERL_USE_EXTERNAL_MODULES"), os.environ.get("VERL_USE_EXTERNAL_MODULES"),
-                     TRAINER_MODULE], ",")
-    path = _join([project_root(), env_vars.get("PYTHONPATH"), os.environ.get("PYTHONPATH")], os.pathsep)
+    modules = join_unique([env_vars.get("VERL_USE_EXTERNAL_MODULES"), os.environ.get("VERL_USE_EXTERNAL_MODULES"),
+                           TRAINER_MODULE], ",")
+    path = join_unique([project_root(), env_vars.get("PYTHONPATH"), os.environ.get("PYTHONPATH")], os.pathsep)
     os.environ.update(VERL_USE_EXTERNAL_MODULES=modules, PYTHONPATH=path)
     with open_dict(config):
         config.ray_kwargs.ray_init.runtime_env.env_vars = {**env_vars, "VERL_USE_EXTERNAL_MODULES": modules,

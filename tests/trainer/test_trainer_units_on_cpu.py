@@ -268,6 +268,13 @@ def test_trainer_module_is_imported_in_ray_processes_after_the_cpu_plugin(monkey
     assert gpu.ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES == "verl_ext.trainer"
 
 
+def test_join_unique_merges_path_lists_in_order_each_entry_once():
+    from verl_ext.cpu import join_unique
+
+    assert join_unique(["/a:/b", None, "", "/b:/c::/a"], ":") == "/a:/b:/c"
+    assert join_unique([None, "x,y", "y"], ",") == "x,y" and join_unique([], ",") == ""
+
+
 def test_training_data_is_checked_against_the_selector_before_start(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq

@@ -87,13 +87,13 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Mapping
+from typing import Iterable, Mapping
 
 PLUGIN_MODULE = "verl_ext.cpu.plugin"
 ENV_PREFIX = "+ray_kwargs.ray_init.runtime_env.env_vars."
 
-__all__ = ["PLUGIN_MODULE", "project_root", "cpu_env", "cpu_overrides", "cpu_precision", "main_ppo_command",
-           "is_cpu_mode", "split_hydra_flags"]
+__all__ = ["PLUGIN_MODULE", "project_root", "join_unique", "cpu_env", "cpu_overrides", "cpu_precision",
+           "main_ppo_command", "is_cpu_mode", "split_hydra_flags"]
 
 
 def project_root() -> str:
@@ -106,10 +106,12 @@ def is_cpu_mode(environ: Mapping[str, str] | None = None) -> bool:
     return env.get("VERL_PLATFORM", "").strip().lower() == "cpu"
 
 
-def _join_unique(items: list[str], sep: str) -> str:
+def join_unique(values: Iterable[str | None], sep: str) -> str:
+    """``sep``-separated lists (``PYTHONPATH``, ``VERL_USE_EXTERNAL_MODULES``) merged in order, each entry once;
+    None and empty entries dropped."""
     out: list[str] = []
-    for item in items:
-        for part in item.split(sep):
+    for value in values:
+        for part in str(value or "").split(sep):
             if part and part not in out:
                 out.append(part)
     return sep.join(out)
@@ -124,8 +126,8 @@ def cpu_env(base: Mapping[str, str] | None = None, *, num_threads: int | None = 
     threads = int(num_threads or os.cpu_count() or 1)
     return {
         "VERL_PLATFORM": "cpu",
-        "VERL_USE_EXTERNAL_MODULES": _join_unique([PLUGIN_MODULE, base.get("VERL_USE_EXTERNAL_MODULES", "")], ","),
-        "PYTHONPATH": _join_unique([project_root(), base.get("PYTHONPATH", "")], os.pathsep),
+        "VERL_USE_EXTERNAL_MODULES": join_unique([PLUGIN_MODULE, base.get("VERL_USE_EXTERNAL_MODULES", "")], ","),
+        "PYTHONPATH": join_unique([project_root(), base.get("PYTHONPATH", "")], os.pathsep),
         "VERL_ENGINE_DEVICE": "cuda",
         "VERL_ENGINE_VENDOR": "nvidia",
         "OMP_NUM_THREADS": str(threads),
