@@ -202,7 +202,7 @@ def iter_hf(module, tokenizer, prompts: Sequence[Messages], sampling: Sampling, 
     import torch
     from transformers import LogitsProcessorList
 
-    from verl_ext.cpu.hf_rollout import SamplingParams, SeededSampler, request_seed
+    from verl_ext.cpu.hf_sampling import SamplingParams, SeededSampler, request_seed
 
     device = module.device
     path = module.name_or_path

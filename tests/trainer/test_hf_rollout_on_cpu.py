@@ -7,8 +7,8 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from verl_ext.cpu import hf_rollout
-from verl_ext.cpu.hf_rollout import SamplingParams, generate_batch
+from verl_ext.cpu import hf_server, hf_worker
+from verl_ext.cpu.hf_sampling import SamplingParams, SeededSampler, _filter_top_k_top_p, generate_batch
 
 VOCAB = 96
 NO_EOS = [VOCAB + 5]  # an id the model can never produce
@@ -106,7 +106,7 @@ class _FakeActorProcess:
     """What ``__ray_call__`` would run the function in: a WorkerDict holding the hybrid worker."""
 
     def __init__(self, module, global_steps):
-        adapter = hf_rollout.HFServerAdapter.__new__(hf_rollout.HFServerAdapter)  # no verl config needed here
+        adapter = hf_worker.HFServerAdapter.__new__(hf_worker.HFServerAdapter)  # no verl config needed here
         adapter.global_steps, adapter.sleeping, adapter.module_copy = global_steps, False, None
         engine = type("Engine", (), {"module": module})()
         worker = type("Worker", (), {"rollout": adapter, "actor": type("Actor", (), {"engine": engine})()})()
@@ -126,9 +126,9 @@ class _FakeActorProcess:
 
 
 def test_server_batches_caps_and_reports_global_steps(tiny_lm, monkeypatch):
-    monkeypatch.setattr(hf_rollout, "BATCH_WAIT_S", 0.01)
+    monkeypatch.setattr(hf_server, "BATCH_WAIT_S", 0.01)
     actor = _FakeActorProcess(tiny_lm, global_steps=7)
-    server = hf_rollout._HFServerImpl(actor, response_length=5, prompt_length=8, eos_token_ids=NO_EOS,
+    server = hf_server._HFServerImpl(actor, response_length=5, prompt_length=8, eos_token_ids=NO_EOS,
                                       pad_token_id=0)
     params = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "repetition_penalty": 1.0, "logprobs": True}
 
@@ -149,16 +149,16 @@ def test_server_batches_caps_and_reports_global_steps(tiny_lm, monkeypatch):
 
 
 def test_server_rejects_prompt_without_room(tiny_lm):
-    server = hf_rollout._HFServerImpl(_FakeActorProcess(tiny_lm, 0), response_length=4, prompt_length=4,
+    server = hf_server._HFServerImpl(_FakeActorProcess(tiny_lm, 0), response_length=4, prompt_length=4,
                                       eos_token_ids=NO_EOS, pad_token_id=0, max_model_len=8)
     with pytest.raises(ValueError):
         asyncio.run(server.generate(prompt_ids=list(range(3, 11)), sampling_params={}))
 
 
 def test_fsdp_unsharded_is_a_noop_without_fsdp(tiny_lm):
-    with hf_rollout._fsdp_unsharded(tiny_lm):
+    with hf_worker._fsdp_unsharded(tiny_lm):
         pass
-    assert isinstance(hf_rollout._fsdp_unsharded(tiny_lm), contextlib.AbstractContextManager)
+    assert isinstance(hf_worker._fsdp_unsharded(tiny_lm), contextlib.AbstractContextManager)
 
 
 def _free_port() -> int:
@@ -194,7 +194,7 @@ def test_fsdp_unsharded_generation_matches_and_restores_state(tiny_lm):
             return [[g.post_forward_mesh_info for g in m._get_fsdp_state()._fsdp_param_groups] for m in fsdp_mods]
 
         before = snapshot()
-        with hf_rollout._fsdp_unsharded(model):
+        with hf_worker._fsdp_unsharded(model):
             groups = [g for m in fsdp_mods for g in m._get_fsdp_state()._fsdp_param_groups]
             assert all(g.post_forward_mesh_info is None for g in groups)
             sharded = generate_batch(model, PROMPTS, max_new_tokens=6, params=SamplingParams(temperature=0.0),
@@ -231,8 +231,6 @@ def test_seeded_rows_do_not_depend_on_the_batch(tiny_lm):
 
 
 def test_seeded_sampler_filters_and_matches_the_distribution():
-    from verl_ext.cpu.hf_rollout import SeededSampler, _filter_top_k_top_p
-
     scores = torch.tensor([[2.0, 1.0, 0.5, -1.0, 0.0]])
     assert torch.isinf(_filter_top_k_top_p(scores, 2, 1.0)).tolist() == [[False, False, True, True, True]]
     probs = scores.softmax(-1)[0]  # sorted: 2.0, 1.0, 0.5, 0.0, -1.0; cumulative 0.54, 0.74, 0.86, ...
@@ -250,7 +248,7 @@ def test_seeded_sampler_filters_and_matches_the_distribution():
 def _serve(model, requests, *, global_steps=3, seed=42, order=None, chunks=1):
     """Responses of ``requests`` (prompt, params) served in ``order`` and in ``chunks`` waves."""
     actor = _FakeActorProcess(model, global_steps=global_steps)
-    server = hf_rollout._HFServerImpl(actor, response_length=6, prompt_length=8, eos_token_ids=NO_EOS,
+    server = hf_server._HFServerImpl(actor, response_length=6, prompt_length=8, eos_token_ids=NO_EOS,
                                       pad_token_id=0, seed=seed)
     order = list(range(len(requests))) if order is None else order
     size = -(-len(order) // chunks)
@@ -279,8 +277,8 @@ def _by_occurrence(requests, outs):
 
 
 def test_server_samples_are_reproducible_per_prompt_and_occurrence(tiny_lm, monkeypatch):
-    monkeypatch.setattr(hf_rollout, "BATCH_WAIT_S", 0.01)
-    monkeypatch.setattr(hf_rollout, "MAX_BATCH", 64)
+    monkeypatch.setattr(hf_server, "BATCH_WAIT_S", 0.01)
+    monkeypatch.setattr(hf_server, "MAX_BATCH", 64)
     hot = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "logprobs": True}
     cool = {"temperature": 0.7, "top_p": 0.9, "top_k": 20, "logprobs": True}
     requests = [(p, hot) for p in PROMPTS for _ in range(3)] + [(PROMPTS[0], cool), (PROMPTS[1], cool)]
@@ -318,9 +316,9 @@ def test_server_samples_are_reproducible_per_prompt_and_occurrence(tiny_lm, monk
 
 def test_occurrence_counts_reset_with_the_weight_version(tiny_lm, monkeypatch):
     """Within one server and actor: the counter runs on across batches and restarts at a new version."""
-    monkeypatch.setattr(hf_rollout, "BATCH_WAIT_S", 0.01)
+    monkeypatch.setattr(hf_server, "BATCH_WAIT_S", 0.01)
     actor = _FakeActorProcess(tiny_lm, global_steps=1)
-    server = hf_rollout._HFServerImpl(actor, response_length=6, prompt_length=8, eos_token_ids=NO_EOS,
+    server = hf_server._HFServerImpl(actor, response_length=6, prompt_length=8, eos_token_ids=NO_EOS,
                                       pad_token_id=0)
     params = {"temperature": 1.0}
 
@@ -329,7 +327,7 @@ def test_occurrence_counts_reset_with_the_weight_version(tiny_lm, monkeypatch):
 
     first, second = one(), one()
     assert first != second  # occurrence 0, then 1
-    worker = hf_rollout._find_rollout_worker(actor)
+    worker = hf_worker._find_rollout_worker(actor)
     worker.rollout.global_steps = 2
     at_two = one()
     worker.rollout.global_steps = 1  # back to version 1: counting restarts at occurrence 0
@@ -344,13 +342,13 @@ def test_module_copy_loads_the_synced_weights_and_samples_like_the_source(tied):
                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128, pad_token_id=0,
                       eos_token_id=2, tie_word_embeddings=tied)
     source = LlamaForCausalLM(cfg)
-    copy = hf_rollout.load_module_copy(None, cfg, iter(source.state_dict().items()))  # as verl's weight sync yields
+    copy = hf_worker.load_module_copy(None, cfg, iter(source.state_dict().items()))  # as verl's weight sync yields
     assert copy is not source and not copy.training
     for name, p in source.state_dict().items():
         assert torch.equal(copy.state_dict()[name], p), name
     with torch.no_grad():
         source.lm_head.weight.add_(0.5)  # a training step later: the same copy is reloaded in place
-    again = hf_rollout.load_module_copy(copy, cfg, iter(source.state_dict().items()))
+    again = hf_worker.load_module_copy(copy, cfg, iter(source.state_dict().items()))
     assert again is copy and torch.equal(copy.lm_head.weight, source.lm_head.weight)
     params = SamplingParams(temperature=1.0)
     kwargs = dict(max_new_tokens=6, params=params, eos_token_ids=NO_EOS, pad_token_id=0, seeds=[3, 4, 5])
@@ -361,6 +359,6 @@ def test_module_copy_loads_the_synced_weights_and_samples_like_the_source(tied):
 def test_module_copy_refuses_partial_or_foreign_weights(tiny_lm):
     weights = dict(tiny_lm.state_dict())
     with pytest.raises(KeyError, match="no tensor for"):
-        hf_rollout.load_module_copy(None, tiny_lm.config, iter(list(weights.items())[:-1]))
+        hf_worker.load_module_copy(None, tiny_lm.config, iter(list(weights.items())[:-1]))
     with pytest.raises(KeyError, match="not a parameter"):
-        hf_rollout.load_module_copy(None, tiny_lm.config, iter([*weights.items(), ("extra.weight", torch.zeros(1))]))
+        hf_worker.load_module_copy(None, tiny_lm.config, iter([*weights.items(), ("extra.weight", torch.zeros(1))]))
