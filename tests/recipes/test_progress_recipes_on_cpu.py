@@ -119,6 +119,38 @@ def test_grid_run_has_the_paper_hyperparameters(selector):
     check_recipe(cfg)
 
 
+def test_longest_course_prompt_fits_max_prompt_length(tmp_path):
+    """The course's prompt (asingh15/countdown_tasks_3to4) at its longest, four 3-digit numbers and a 4-digit
+    target, numbers printed as numpy prints them (padded), through the converter, verl's RLHFDataset and the chat
+    template as verl's agent loop applies it: it fits the recipe's max_prompt_length with a margin (verl 0.9.1 would
+    left-truncate a longer one, agent_loop.py:437-445). Tokenizer: the embedded SmolLM2's (offline, ChatML like
+    Qwen2.5's), which counts 170 tokens here where Qwen2.5's BPE counts 165 (recipes/progress/README.md)."""
+    import pandas as pd
+    from omegaconf import OmegaConf
+    from transformers import AutoTokenizer
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+
+    from data_prep.__main__ import main
+    from tests.fixtures.hub.build_fixtures import course_countdown
+    from verl_ext.models.embedded import embedded_model_path
+
+    longest = [course_countdown([100, 100, 100, 100], 1000), course_countdown([1, 1, 1, 100], 1000)]
+    longest[1]["prompt"] = longest[1]["prompt"].replace("[1 1 1 100]", "[  1   1   1 100]")
+    pd.DataFrame(longest).to_parquet(tmp_path / "longest.parquet")
+    assert main(["asingh15_countdown_tasks_3to4", "--input", str(tmp_path / "longest.parquet"), "--split", "test",
+                 "--out", str(tmp_path)]) == 0
+    data = _compose(SETTING, "+objective=rloo").data
+    config = OmegaConf.create({"max_prompt_length": data.max_prompt_length, "prompt_key": data.prompt_key,
+                               "filter_overlong_prompts": False, "cache_dir": str(tmp_path / "cache")})
+    tokenizer = AutoTokenizer.from_pretrained(embedded_model_path())
+    dataset = RLHFDataset([str(tmp_path / "asingh15_countdown_tasks_3to4" / "test.parquet")], tokenizer, config)
+    texts = [tokenizer.apply_chat_template(dataset[i]["raw_prompt"], add_generation_prompt=True, tokenize=False)
+             for i in range(len(dataset))]
+    assert texts == [row["prompt"] for row in longest]  # the course's string, rebuilt by the chat template
+    lengths = [len(tokenizer(text, add_special_tokens=False)["input_ids"]) for text in texts]
+    assert data.max_prompt_length == 256 and 150 < max(lengths) <= data.max_prompt_length - 64, lengths
+
+
 def test_recipe_alone_is_the_conservative_variant_and_needs_the_objective():
     """Composed without the launcher, the recipe chooses the conservative selector; its objective comes from
     +objective=rloo (what the launcher adds), in either order."""
