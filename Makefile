@@ -46,8 +46,9 @@ demo: $(STAMP)
 	$(PY) -m verl_ext.demo
 
 # The vLLM environment too: tests/trainer/test_bots_coba_vllm_trainer_on_cpu.py trains through verl's vLLM rollout.
+# The e2e modules and the others run side by side (scripts/run_tests.sh says why); PYTEST_ARGS go to both.
 test: $(STAMP) $(VLLM_STAMP)
-	VERL_EXT_REQUIRE_VLLM=1 $(PY) -m pytest tests $(PYTEST_ARGS)
+	VERL_EXT_REQUIRE_VLLM=1 PYTHON=$(PY) bash scripts/run_tests.sh $(PYTEST_ARGS)
 
 # The developer's loop: everything but the e2e modules (Ray, vLLM, training runs); no vLLM environment needed.
 test-fast: $(STAMP)
