@@ -244,7 +244,7 @@ def test_openr1_length_filter_and_sampling():
 def test_openr1_keeps_the_reference_solution(tmp_path):
     """ADS preprocessing reads each row's reference solution (data_prep.ads_clusters' default
     --solution-field extra_info.solution); the CLI writes the paper's seeded 11.5k sample of the pool."""
-    from data_prep.ads_clusters import solution_of
+    from data_prep.ads.texts import solution_of
     from data_prep.schema import read_rows
 
     rows, report = convert("openr1_math")
@@ -322,3 +322,66 @@ def test_cli_converts_a_local_copy_and_keeps_the_converters_split(tmp_path):
                          capture_output=True, text=True)
     assert bad.returncode != 0
     assert "math500_missing_answer.jsonl, row" in bad.stderr and "field" in bad.stderr
+
+
+COG_BEHAV = HUB / "cog_behav_all_strategies_train.jsonl"  # the generator's {"query", "completion"} lines
+
+
+def test_cog_behav_sft_keeps_the_course_rows_and_counts_the_verifiers_outcomes(tmp_path):
+    """Asap7772/cog_behav_all_strategies (the paper's SFT data) -> verl SFT rows: Qwen2.5's default system message,
+    the query and the completion verbatim, every row kept; the hub's parquet copy gives the same rows."""
+    import pandas as pd
+
+    from data_prep import cog_behav_sft
+
+    source = [json.loads(line) for line in COG_BEHAV.read_text().splitlines()]
+    out = tmp_path / "cog_behav" / "train.parquet"
+    assert cog_behav_sft.main(["--input", str(COG_BEHAV), "--out", str(out)]) == 0
+    rows = pd.read_parquet(out).to_dict("records")
+    assert [int(r["index"]) for r in rows] == list(range(len(source))) == [0, 1, 2, 3]
+    for row, src in zip(rows, source):
+        assert [dict(m) for m in row["messages"]] == [
+            {"role": "system", "content": "You are a helpful assistant."}, {"role": "user", "content": src["query"]},
+            {"role": "assistant", "content": src["completion"]}]
+        assert row["data_source"] == "cog_behav_all_strategies"
+    summary = json.loads(out.with_suffix(".json").read_text())
+    # rows 0-1 solve their task, row 2 answers 15 - 6 + 4 = 13 for 14, row 3 stops before an answer
+    assert {k: summary[k] for k in ("rows", "correct", "formatted_wrong", "no_answer")} == {
+        "rows": 4, "correct": 2, "formatted_wrong": 1, "no_answer": 1}
+    assert summary["numbers_per_task"] == {"3": 2, "4": 2}
+    assert (summary["target_min"], summary["target_max"]) == (14, 23)
+
+    pd.DataFrame(source).to_parquet(tmp_path / "train.parquet")
+    hub_rows, counts = cog_behav_sft.convert(str(tmp_path / "train.parquet"), "train")
+    assert [r["messages"] for r in hub_rows] == [[dict(m) for m in r["messages"]] for r in rows]
+    assert counts == {k: v for k, v in summary.items() if k not in ("input", "output")}
+    test_rows, _ = cog_behav_sft.convert(str(HUB / "cog_behav_all_strategies_test.jsonl"), "test")
+    assert len(test_rows) == 1 and "equals 15." in test_rows[0]["messages"][1]["content"]
+    with pytest.raises(ValueError, match="splits"):
+        cog_behav_sft.convert(str(COG_BEHAV), "validation")
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"query": "Make 24 from 3, 8 and 1."}, "query"),  # not the Countdown question
+    ({"completion": "  "}, "completion"),
+    ({"completion": None}, "completion"),
+])
+def test_cog_behav_sft_bad_input_names_file_row_and_field(tmp_path, change, field):
+    from data_prep import cog_behav_sft
+
+    lines = [json.loads(line) for line in COG_BEHAV.read_text().splitlines()]
+    lines[1].update(change)
+    path = tmp_path / "bad.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    with pytest.raises(DataError) as err:
+        cog_behav_sft.convert(str(path), "train")
+    assert (err.value.field, err.value.row) == (field, 1) and "bad.jsonl" in str(err.value)
+
+
+def test_cog_behav_sft_offline_says_what_to_download(offline):
+    from data_prep import cog_behav_sft
+
+    with pytest.raises(RuntimeError) as err:
+        cog_behav_sft.convert(None, "train")
+    assert "https://huggingface.co/datasets/Asap7772/cog_behav_all_strategies" in str(err.value)
+    assert "--input PATH" in str(err.value)
