@@ -18,8 +18,13 @@
 #   3. countdown_sft/{train,test}: our SFT data (scripts/progress/sft.sh, the offline path), those prompts with
 #      solver-made answers in the verifier's format (<think>...</think> <answer>...</answer>; python -m data_prep.sft
 #      --from-rl)
+#   4. cog_behav_all_strategies/{train,test}: the course's SFT data, Asap7772/cog_behav_all_strategies, on which the
+#      paper's checkpoint was trained, as verl SFT rows: the "original SFT data" of the paper's RFT mix
+#      (scripts/progress/rft.sh) (python -m data_prep.cog_behav_sft --split SPLIT, from the hub or from local copies
+#      COG_BEHAV_TRAIN_INPUT / COG_BEHAV_TEST_INPUT; the verifier's outcomes counted in SPLIT.json)
 # Existing files are kept (FORCE=1 rebuilds). Environment: DATA_DIR (default data/progress), PYTHON,
-# COUNTDOWN_TRAIN_INPUT, COUNTDOWN_TEST_INPUT, SFT_SIZE, TRAIN_SIZE, DRY_RUN=1.
+# COUNTDOWN_TRAIN_INPUT, COUNTDOWN_TEST_INPUT, COG_BEHAV_TRAIN_INPUT, COG_BEHAV_TEST_INPUT, SFT_SIZE, TRAIN_SIZE,
+# DRY_RUN=1.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
@@ -50,5 +55,17 @@ for split in train test; do
     echo "exists: $out"
   else
     execute "$PYTHON" -m data_prep.sft --from-rl "$data_dir/countdown_sft_prompts/$split.parquet" --out "$out"
+  fi
+done
+
+for split in train test; do
+  input_var="COG_BEHAV_$(tr 'a-z' 'A-Z' <<<"$split")_INPUT"
+  out="$data_dir/cog_behav_all_strategies/$split.parquet"
+  if [[ -f "$out" && "${FORCE:-0}" != 1 ]]; then
+    echo "exists: $out"
+  else
+    cmd=("$PYTHON" -m data_prep.cog_behav_sft --split "$split" --out "$out")
+    [[ -n "${!input_var:-}" ]] && cmd+=(--input "${!input_var}")
+    execute "${cmd[@]}"
   fi
 done

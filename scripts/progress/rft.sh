@@ -11,12 +11,14 @@
 # OUT_DIR/qwen2.5-0.5b_countdown-rft_FILTER: `python -m eval.tables progress --runs rft_naive=OUT/sft ...`.
 # Training prompts sampled: the first RFT_PROMPTS (default 4000) of the RL pool, i.e. all of the default pool
 # (scripts/progress/prepare_data.sh: its 62,636 verifier-correct completions of 32 samples at the uniform run's
-# final training reward 0.49 make ~4,000 prompts [decision]). The SFT mix: DATA_DIR/countdown_sft/train.parquet
-# (our SFT data [decision]; the paper's checkpoint was trained on the course's Asap7772/cog_behav_all_strategies,
-# which has no converter here).
+# final training reward 0.49 make ~4,000 prompts [decision]). The SFT mix: the paper's "original SFT data", the
+# course's Asap7772/cog_behav_all_strategies on which its checkpoint (the recipe's policy) was trained
+# (DATA_DIR/cog_behav_all_strategies/train.parquet, prepare_data.sh step 4) [paper; the data set: authors' code];
+# SFT_MIX=DATA_DIR/countdown_sft/train.parquet when the RLOO runs started from our SFT (sft.sh).
 # Environment (scripts/common.sh): PYTHON, DATA_DIR (default data/progress), OUT_DIR (default outputs/progress),
 #   RUN    the RLOO run sampled from (default OUT_DIR/qwen2.5-0.5b_countdown-rloo-uniform)
 #   STEP   its checkpoint (default: its last, latest_checkpointed_iteration.txt)
+#   SFT_MIX  the SFT parquet mixed in (default: the course's, above)
 #   GPUS_PER_NODE (SFT processes, default 8), CPU=1 (--cpu), RFT_PROMPTS, DRY_RUN=1.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -41,7 +43,7 @@ else
 fi
 
 cmd=("$PYTHON" -m verl_ext.rft --model "$run/global_step_$step/actor"
-     --train "$data_dir/countdown/train.parquet" --sft "$data_dir/countdown_sft/train.parquet"
+     --train "$data_dir/countdown/train.parquet" --sft "${SFT_MIX:-$data_dir/cog_behav_all_strategies/train.parquet}"
      --test "$data_dir/countdown/test.parquet" --filter "$filter" --out "$out_dir/$PROGRESS_SETTING-rft_$filter"
      --k 32 --train-limit "${RFT_PROMPTS:-4000}" --test-limit 200 --seed 0)
 [[ "${CPU:-0}" == 1 ]] && cmd+=(--cpu) || overrides=("trainer.n_gpus_per_node=${GPUS_PER_NODE:-8}" "${overrides[@]}")

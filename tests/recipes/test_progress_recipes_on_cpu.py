@@ -35,7 +35,7 @@ ORDER = ["uniform", "bucket_uniform", "empirical", "conservative", "density_rati
          "prompt_utility"]  # the grid's, the paper's order
 # Launcher settings of these scripts a developer's shell may hold (tests.recipes.recipes.LAUNCHER_ENV has the rest)
 CLEAN = {"RUN": "", "STEP": "", "RFT_PROMPTS": "", "SFT_SIZE": "", "TRAIN_SIZE": "", "WARM_START": "", "BASE_MODEL": "",
-         "CPU": ""}
+         "CPU": "", "COG_BEHAV_TRAIN_INPUT": "", "COG_BEHAV_TEST_INPUT": "", "SFT_MIX": ""}
 
 
 def _launch(script: str, *args: str, **env: str):
@@ -206,8 +206,9 @@ def test_launcher_refuses_what_it_cannot_set_up():
 
 
 def test_prepare_data_dry_run(tmp_path):
-    train, test, split, *sft = commands(_launch("prepare_data.sh", DATA_DIR=str(tmp_path),
-                                                COUNTDOWN_TEST_INPUT="/dl/test.parquet"))
+    train, test, split, *sft, course_train, course_test = commands(_launch(
+        "prepare_data.sh", DATA_DIR=str(tmp_path), COUNTDOWN_TEST_INPUT="/dl/test.parquet",
+        COG_BEHAV_TRAIN_INPUT="/dl/cog_behav_train.parquet"))
     source = f"{tmp_path}/asingh15_countdown_tasks_3to4"  # the paper's data: its train and official test splits
     assert train[1:] == ["-m", "data_prep", "asingh15_countdown_tasks_3to4", "--split", "train", "--out", str(tmp_path)]
     assert test[1:] == ["-m", "data_prep", "asingh15_countdown_tasks_3to4", "--split", "test", "--out", str(tmp_path),
@@ -218,6 +219,11 @@ def test_prepare_data_dry_run(tmp_path):
     assert [r[1:] for r in sft] == [["-m", "data_prep.sft", "--from-rl",
                                      f"{tmp_path}/countdown_sft_prompts/{s}.parquet",
                                      "--out", f"{tmp_path}/countdown_sft/{s}.parquet"] for s in ("train", "test")]
+    # the course's SFT data (the paper checkpoint's), for the RFT mix: from the hub or a local copy
+    course = f"{tmp_path}/cog_behav_all_strategies"
+    assert course_train[1:] == ["-m", "data_prep.cog_behav_sft", "--split", "train", "--out", f"{course}/train.parquet",
+                                "--input", "/dl/cog_behav_train.parquet"]
+    assert course_test[1:] == ["-m", "data_prep.cog_behav_sft", "--split", "test", "--out", f"{course}/test.parquet"]
     cfg = _compose(SETTING, f"recipe.data_dir={tmp_path}")  # the recipe trains and validates on these files
     assert (cfg.data.train_files, list(cfg.data.val_files)) == (
         f"{tmp_path}/countdown/train.parquet", [f"{tmp_path}/countdown/test.parquet", f"{source}/test.parquet"])
@@ -256,7 +262,7 @@ def test_rft_dry_run(tmp_path):
         (words,) = commands(_launch("rft.sh", name, DATA_DIR=data, OUT_DIR=str(tmp_path)))
         assert words[1:] == ["-m", "verl_ext.rft", "--model", f"{run}/global_step_100/actor",
                              "--train", f"{data}/countdown/train.parquet",
-                             "--sft", f"{data}/countdown_sft/train.parquet",
+                             "--sft", f"{data}/cog_behav_all_strategies/train.parquet",  # the paper's SFT data
                              "--test", f"{data}/countdown/test.parquet", "--filter", name,
                              "--out", f"{tmp_path}/{SETTING}-rft_{name}", "--k", "32", "--train-limit", "4000",
                              "--test-limit", "200", "--seed", "0", "--", "trainer.n_gpus_per_node=8"]
@@ -267,7 +273,9 @@ def test_rft_dry_run(tmp_path):
     assert words[words.index("--model") + 1] == "/runs/u/global_step_50/actor"
     assert words[words.index("--train-limit") + 1] == "64"
     assert words[-5:] == ["--cpu", "--backend", "hf", "--", "optim.lr=1e-6"]
-    (words,) = commands(_launch("rft.sh", "naive", RUN="/runs/u", CPU="1"))  # not trained yet: its last step, 100
+    (words,) = commands(_launch("rft.sh", "naive", RUN="/runs/u", CPU="1", SFT_MIX="/data/countdown_sft/train.parquet"))
+    assert words[words.index("--sft") + 1] == "/data/countdown_sft/train.parquet"  # from our SFT: its data
+    # not trained yet: its last step, 100
     assert words[words.index("--model") + 1] == "/runs/u/global_step_100/actor" and "--" not in words
     assert _launch("rft.sh", "strict", RUN=str(run)).returncode == 2
     assert _launch("rft.sh", RUN=str(run)).returncode == 2
