@@ -10,7 +10,11 @@ import pytest
 import torch
 
 from data_prep import ads_clusters, embedded
-from data_prep.ads_clusters import Settings, load_samples, main, rank_in_clusters
+from data_prep.ads import clustering, model_passes
+from data_prep.ads.clustering import rank_in_clusters
+from data_prep.ads.settings import Settings
+from data_prep.ads.texts import load_samples, solution_of
+from data_prep.ads_clusters import main
 from data_prep.schema import DataError, read_rows
 from data_prep.sft import worked_solution
 from verl_ext.models.embedded import embedded_model_path
@@ -120,13 +124,13 @@ def test_difficulty_and_embedding_match_a_hand_computation(arithmetic, policy_ru
 
 def test_interrupted_run_resumes_without_recomputing(arithmetic, policy_run, tmp_path, monkeypatch):
     rows_seen = []
-    real = ads_clusters.forward_batch
+    real = model_passes.forward_batch
 
     def counting(model, sequences, starts, pad_id):
         rows_seen.extend(sequences)
         return real(model, sequences, starts, pad_id)
 
-    monkeypatch.setattr(ads_clusters, "forward_batch", counting)
+    monkeypatch.setattr(model_passes, "forward_batch", counting)
     out = tmp_path / "train_ads.parquet"
     assert _run(arithmetic, out, "--solution-field", "worked", "--stop-after-chunks", "1") == 3
     assert not out.exists() and len(rows_seen) == CHUNK
@@ -168,7 +172,7 @@ def test_cluster_follows_the_authors_pca_and_kmeans():
     from sklearn.decomposition import PCA
 
     x = np.random.default_rng(0).normal(size=(12, 20))
-    found = ads_clusters.cluster(x, 3, 128, 42, "auto")
+    found = clustering.cluster(x, 3, 128, 42, "auto")
     assert int(found["pca_dims"]) == 11 and found["space"].shape == (12, 11)
     unit = x / np.linalg.norm(x, axis=1, keepdims=True)
     z = PCA(n_components=11, random_state=42, svd_solver="randomized").fit_transform(unit)
@@ -176,7 +180,7 @@ def test_cluster_follows_the_authors_pca_and_kmeans():
     _, expected = np.unique(KMeans(n_clusters=3, random_state=42, n_init="auto").fit(z).labels_, return_inverse=True)
     assert found["labels"].tolist() == expected.tolist()
     with pytest.raises(ValueError, match="at least 2 samples"):
-        ads_clusters.cluster(x[:1], 1, 128, 42, "auto")
+        clustering.cluster(x[:1], 1, 128, 42, "auto")
     assert ads_clusters._n_init("auto") == "auto" and ads_clusters._n_init("3") == 3
     with pytest.raises(SystemExit):  # argparse refuses it before reading anything
         _run("x.parquet", "y.parquet", "--n-init", "0")
@@ -230,17 +234,16 @@ def test_tokenize_cuts_the_solution_not_the_prompt():
     tok = AutoTokenizer.from_pretrained(embedded_model_path(num_layers=2))
     prefix = tok("Question:\nWhat is 2 + 3?\n\nAnswer:\n", add_special_tokens=False)["input_ids"]
     answer = tok("2 + 3 = 5. The answer is 5.", add_special_tokens=False)["input_ids"]
-    assert ads_clusters.tokenize(tok, "What is 2 + 3?", "2 + 3 = 5. The answer is 5.", 4096) == (prefix + answer, len(prefix), False)
-    ids, start, cut = ads_clusters.tokenize(tok, "What is 2 + 3?", "2 + 3 = 5. The answer is 5.", len(prefix) + 2)
+    assert model_passes.tokenize(tok, "What is 2 + 3?", "2 + 3 = 5. The answer is 5.", 4096) == (prefix + answer, len(prefix), False)
+    ids, start, cut = model_passes.tokenize(tok, "What is 2 + 3?", "2 + 3 = 5. The answer is 5.", len(prefix) + 2)
     assert ids == prefix + answer[:2] and start == len(prefix) and cut
     with pytest.raises(ValueError, match="no room for the solution"):
-        ads_clusters.tokenize(tok, "What is 2 + 3?", "5", len(prefix))
+        model_passes.tokenize(tok, "What is 2 + 3?", "5", len(prefix))
 
 
 def test_openr1_rows_carry_their_first_passing_trace_as_target(tmp_path):
     """The OpenR1 source keeps, as extra_info.target, the first generation that is Math-Verify-correct, complete
     and short enough (the authors' ``target``), which ``--solution-field extra_info.target`` reads."""
-    from data_prep.ads_clusters import solution_of
     from data_prep.sources import openr1
 
     frame = pd.read_parquet(Path(__file__).resolve().parents[1] / "fixtures" / "hub" / "openr1_math_default.parquet")

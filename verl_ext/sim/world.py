@@ -71,7 +71,7 @@ class World:
     @cached_property
     def ads_columns(self) -> dict[str, np.ndarray]:
         """``cluster_id``, ``rank_in_cluster``, ``cluster_size`` as ``python -m data_prep.ads_clusters`` writes them."""
-        from data_prep.ads_clusters import cluster, rank_in_clusters
+        from data_prep.ads.clustering import cluster, rank_in_clusters
 
         train = self.train
         labels = cluster(self.embedding[train], self.config.ads_clusters, pca_dims=self.config.dim, seed=self.seed,
