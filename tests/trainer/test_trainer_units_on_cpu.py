@@ -129,7 +129,7 @@ def test_per_sample_stats_are_popped_flattened_and_keep_the_last_epoch():
 
 
 def test_replay_entropy_pass_takes_the_replayed_rows_and_the_fewest_others_for_an_even_dp_split():
-    from verl_ext.trainer.mode import even_split_rows
+    from verl_ext.trainer.replay import even_split_rows
 
     keys = ["a", "r1", "b", "r2", "pad", "r3"]
     assert even_split_rows(keys, {"r1", "r2", "r3"}, 1) == [1, 3, 5]

@@ -61,7 +61,6 @@ from verl.utils import tensordict_utils as tu
 from verl.utils.config import omega_conf_to_dataclass
 from verl.utils.dataset.rl_dataset import collate_fn
 from verl.utils.debug import marked_timer
-from verl.workers.utils.padding import response_from_nested
 
 from verl_ext.axes import RolloutView, StepResults
 from verl_ext.axes.base import step_budget
@@ -73,16 +72,14 @@ from verl_ext.trainer.batching import (
 from verl_ext.trainer.components import build_axes, rollout_budget, task_pool
 from verl_ext.trainer.measurement import measurement_metrics, measurement_rollouts
 from verl_ext.trainer.metrics import selection_metrics
-from verl_ext.trainer.replay import ReplayStore, fresh_key
+from verl_ext.trainer.replay import (
+    ReplayStore, Replayed, decouple_replays, remeasure_entropy, remeasures_entropy, sync_replay, zero_trainer_fields,
+)
 from verl_ext.trainer.startup_checks import check_supported
 
 logger = logging.getLogger(__name__)
 
 TRAINER_MODE = "verl_ext"
-# Per-response-token fields the trainer adds after generation; verl's padding template copies them
-# from a real row, so rows padded after the filter get zeros of their one-token response.
-TRAINER_TOKEN_FIELDS = ("old_log_probs", "entropy", "ref_log_prob", "values", "advantages", "returns",
-                        "token_level_rewards", "rollout_is_weights")
 
 
 @dataclass
@@ -98,10 +95,7 @@ class _Step:
     old_log_prob: np.ndarray | None = None  # per rollout, mean over response tokens
     format_valid: np.ndarray | None = None  # per rollout, the reward's well-formed-answer flag (None: not reported)
     kept: np.ndarray | None = None
-    replay_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    replay_keys: list[str] = field(default_factory=list)  # their keys in this step's partition
-    replay_tags: list[dict] = field(default_factory=list)
-    replay_lengths: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    replayed: Replayed = field(default_factory=Replayed)  # stored rollouts of earlier steps trained on here too
     clipfrac: np.ndarray | None = None
     entropy: np.ndarray | None = None
     plan: MiniBatchPlan | None = None  # of the actor update
@@ -112,15 +106,15 @@ class _Step:
     def row_keys(self) -> list[str]:
         """Keys of the rows the actor may train on: this step's rollouts, then the replayed ones (the row
         position ``sample_pos`` of a replayed rollout ``j`` is ``len(keys) + j``)."""
-        return self.keys + self.replay_keys
+        return self.keys + self.replayed.keys
 
     @property
     def row_ids(self) -> np.ndarray:
-        return np.concatenate([self.view.rollout_id, self.replay_ids])
+        return np.concatenate([self.view.rollout_id, self.replayed.ids])
 
     @property
     def row_lengths(self) -> np.ndarray:
-        return np.concatenate([self.view.response_length, self.replay_lengths])
+        return np.concatenate([self.view.response_length, self.replayed.lengths])
 
 
 def _token_mean(values: torch.Tensor, mask: torch.Tensor) -> np.ndarray:
@@ -145,18 +139,6 @@ def _format_flags(extra_fields, order: np.ndarray) -> np.ndarray | None:
     if not flags or any(f is None for f in flags):
         return None
     return np.array(flags, dtype=bool)[order]
-
-
-def even_split_rows(keys: list[str], wanted: set[str], dp_size: int) -> list[int]:
-    """Positions in ``keys`` of the ``wanted`` keys and of the fewest others (the first ones) that make their number a
-    multiple of ``dp_size``, in ``keys`` order: a batch verl's dispatch splits into equal parts over the dp ranks."""
-    mine = [i for i, k in enumerate(keys) if k in wanted]
-    others = [i for i, k in enumerate(keys) if k not in wanted]
-    fill = -len(mine) % dp_size
-    if len(mine) != len(wanted) or fill > len(others):
-        raise ValueError(f"{len(wanted)} keys wanted, {len(mine)} found among {len(keys)}; no even split over "
-                         f"{dp_size} dp ranks")
-    return sorted(mine + others[:fill])
 
 
 def with_validation_n(dataframe, val_n: dict[str, int], default: int):
@@ -188,7 +170,8 @@ class DataSelectionTrainer(PPOTrainerSync):
 
     # ------------------------------------------------------------------ setup
     def _build_replay_buffer(self):
-        # TB:129 set trainer_mode to our name; TB:153, 731, 902, 912, 1004, 1499 test it against "sync".
+        # verl gives every mode other than "sync" async semantics (TB:153 buffer class, 731 refill, 902/912/1004 TQ
+        # checkpoints, 1499 prompt payloads); TB:129 just read our name, so report "sync" from here on.
         self.trainer_mode = "sync"
         return super()._build_replay_buffer()
 
@@ -274,6 +257,8 @@ class DataSelectionTrainer(PPOTrainerSync):
                 on_metrics(out["metrics"])
             return out
 
+        # TB:1806-1818 / 1829-1860 set the mini-batch size to ppo_mini_batch_size * rollout.n and call the worker group
+        # at once, with no hook between: the call itself is swapped for the duration of verl's update.
         setattr(worker_group, method, call)
         try:
             yield
@@ -282,7 +267,15 @@ class DataSelectionTrainer(PPOTrainerSync):
 
     # ------------------------------------------------------------------ after reward
     def _compute_advantage(self, batch, metrics):
+        # the step's data selection runs here: verl's last pass over every scored rollout before the updates (TB:1743)
         batch = super()._compute_advantage(batch, metrics)
+        results = self._read_rollouts(batch)
+        self._learn_and_filter(batch, results, metrics)
+        return batch
+
+    def _read_rollouts(self, batch: KVBatchMeta) -> StepResults:
+        """The step's scored rollouts (padding left out) in canonical order: ``RolloutView`` and per-rollout records
+        into ``self._step``, the selector's and allocator's ``StepResults`` returned."""
         step = self._step
         keys = [k for k, t in zip(batch.keys, batch.tags) if not t.get("is_padding", False)]
         token_fields = ["rm_scores", "advantages", "response_mask"] + [
@@ -310,7 +303,12 @@ class DataSelectionTrainer(PPOTrainerSync):
         step.view = RolloutView(index, group.astype(np.int64), reward, advantage, length.numpy().astype(np.int64),
                                 entropy, int(self.config.data.max_response_length),
                                 rollout_ids(self.global_steps, len(step.keys)))
+        return results
 
+    def _learn_and_filter(self, batch: KVBatchMeta, results: StepResults, metrics: dict) -> None:
+        """Selector and allocator learn from ``results``; the rollout filter picks the rows of the actor update (a
+        replaying one also the stored rollouts that train again); ``data_selection/*`` metrics."""
+        step = self._step
         with marked_timer("selector", self.timing_raw):
             self.axes.selector.update(self.global_steps, results)
         with marked_timer("allocator", self.timing_raw):
@@ -322,16 +320,16 @@ class DataSelectionTrainer(PPOTrainerSync):
         step.kept = np.sort(kept)
         if self.axes.rollout_filter.replays:
             with marked_timer("replay_store", self.timing_raw):
-                self._sync_replay(batch, step)
+                step.replayed = sync_replay(self.replay_store, self.axes.rollout_filter, batch, step.keys,
+                                            step.view.rollout_id)
             metrics["data_selection/replay/stored"] = float(len(self.replay_store))
-            metrics["data_selection/replay/replayed"] = float(len(step.replay_ids))
-        metrics["data_selection/actor_update_skipped"] = float(len(kept) + len(step.replay_ids) == 0)
+            metrics["data_selection/replay/replayed"] = float(len(step.replayed.ids))
+        metrics["data_selection/actor_update_skipped"] = float(len(kept) + len(step.replayed.ids) == 0)
         if step.measurement is not None:
             metrics.update(measurement_metrics(step.measurement))
         metrics.update(selection_metrics(results, step.view, step.counts, step.kept, {
             "selector": self.axes.selector.metrics(), "allocator": self.axes.allocator.metrics(),
             "rollout_filter": self.axes.rollout_filter.metrics()}))
-        return batch
 
     def _canonical_order(self, keys: list[str], responses: torch.Tensor) -> np.ndarray:
         """The order of ``keys`` by selected task, then by response tokens: positions, hence rollout ids and every
@@ -342,26 +340,6 @@ class DataSelectionTrainer(PPOTrainerSync):
         rank = sorted(range(len(keys)), key=lambda i: (task_of[keys[i].rsplit("_", 2)[0]], tokens[i], keys[i]))
         return np.array(rank, dtype=np.int64)
 
-    def _sync_replay(self, batch: KVBatchMeta, step: _Step) -> None:
-        """Put the rollouts the filter replays into this step's partition (fresh keys, stored fields), then
-        keep this step's rollouts the filter stores and drop what it no longer lists."""
-        flt, store = self.axes.rollout_filter, self.replay_store
-        step.replay_ids = np.asarray(flt.replay(), dtype=np.int64)
-        stored = set(np.asarray(flt.stored(), dtype=np.int64).tolist())
-        if len(step.replay_ids):
-            fields, tags = store.batch(step.replay_ids)
-            step.replay_keys = [fresh_key() for _ in step.replay_ids]
-            step.replay_tags = tags
-            step.replay_lengths = store.response_length(step.replay_ids)
-            tq.kv_batch_put(keys=step.replay_keys, partition_id=batch.partition_id, fields=fields, tags=tags)
-        new = [i for i, rid in enumerate(step.view.rollout_id.tolist()) if rid in stored]
-        if new:
-            keys = [step.keys[i] for i in new]
-            tag_of = dict(zip(batch.keys, batch.tags))
-            fields = tq.kv_batch_get(keys=keys, partition_id=batch.partition_id, select_fields=batch.fields)
-            store.add(step.view.rollout_id[new], fields, [tag_of[k] for k in keys])
-        store.keep_only(np.fromiter(stored, dtype=np.int64))
-
     # ------------------------------------------------------------------ updates
     def _update_critic(self, batch, metrics):
         with self._mini_batches(self.critic_wg, "train_mini_batch"):
@@ -369,7 +347,7 @@ class DataSelectionTrainer(PPOTrainerSync):
 
     def _update_actor(self, batch, metrics):
         step = self._step
-        rows = np.concatenate([step.kept, len(step.keys) + np.arange(len(step.replay_keys))]).astype(np.int64)
+        rows = np.concatenate([step.kept, len(step.keys) + np.arange(len(step.replayed.keys))]).astype(np.int64)
         if len(rows) == 0:  # the filter kept nothing: no update rather than one on rollouts it rejected
             step.clipfrac = step.entropy = np.zeros(0)
             self.axes.rollout_filter.observe_update(self.global_steps, np.zeros(0, dtype=np.int64), step.entropy,
@@ -378,27 +356,30 @@ class DataSelectionTrainer(PPOTrainerSync):
         try:
             return self._update_actor_rows(batch, metrics, rows)
         finally:
-            if step.replay_keys:
-                tq.kv_clear(keys=step.replay_keys, partition_id=batch.partition_id)
+            if step.replayed.keys:
+                tq.kv_clear(keys=step.replayed.keys, partition_id=batch.partition_id)
 
     def _update_actor_rows(self, batch, metrics, rows: np.ndarray):
         step = self._step
         train, extra_keys, extra_tags = batch, [], []
-        if len(rows) < len(step.keys) or step.replay_keys:
+        replayed = step.replayed.keys
+        if len(rows) < len(step.keys) or replayed:
             kept = batch.select_keys([step.keys[i] for i in step.kept])
-            kept = KVBatchMeta(keys=kept.keys + step.replay_keys, tags=kept.tags + step.replay_tags,
+            kept = KVBatchMeta(keys=kept.keys + replayed, tags=kept.tags + step.replayed.tags,
                                partition_id=batch.partition_id, fields=batch.fields, extra_info=batch.extra_info)
             train = self._balance_batch(kept, metrics={})
             known = set(step.row_keys)
             extra = [(k, t) for k, t in zip(train.keys, train.tags) if k not in known]
             extra_keys, extra_tags = [k for k, _ in extra], [t for _, t in extra]
-            self._zero_trainer_fields(train, extra_keys)
-            if step.replay_keys and self.axes.rollout_filter.replay_correction == "decoupled":
+            zero_trainer_fields(train, extra_keys)
+            temperature = self.config.actor_rollout_ref.rollout.temperature
+            if replayed and self.axes.rollout_filter.replay_correction == "decoupled":
                 with marked_timer("replay_correction", self.timing_raw):
-                    self._decouple_replays(train, metrics)
-            if step.replay_keys and self._remeasures_replay_entropy(batch):
+                    metrics.update(decouple_replays(self.actor_rollout_wg, train, replayed, temperature))
+            if replayed and remeasures_entropy(self.axes.rollout_filter, self.config.actor_rollout_ref.actor,
+                                               batch.fields):
                 with marked_timer("replay_entropy", self.timing_raw):
-                    self._remeasure_replay_entropy(train)
+                    remeasure_entropy(self.actor_rollout_wg, train, replayed, self._dp_size, temperature)
         train = self._tag_rows(train)
         step.plan = self._plan
 
@@ -424,72 +405,6 @@ class DataSelectionTrainer(PPOTrainerSync):
             return batch
         return KVBatchMeta(keys=batch.keys + extra_keys, tags=batch.tags + extra_tags, partition_id=batch.partition_id,
                            fields=batch.fields, extra_info=batch.extra_info)
-
-    def _decouple_replays(self, train: KVBatchMeta, metrics: dict) -> None:
-        """Replayed rows under the decoupled loss (DOTS+RR): their old log-probs become the current policy's
-        (π_old, recomputed here over the update batch), the stored ones (μ, their generating policy's) turn into
-        per-token weights exp(π_old − μ) that verl's policy losses multiply in (``rollout_is_weights``); other
-        rows keep their old log-probs and weight 1 (or verl's own rollout-correction weights when present)."""
-        replay = set(self._step.replay_keys)
-        temperature = self.config.actor_rollout_ref.rollout.temperature
-        self.actor_rollout_wg.compute_log_prob(KVBatchMeta(
-            keys=train.keys, tags=train.tags, partition_id=train.partition_id, fields=train.fields,
-            extra_info={**train.extra_info, "calculate_entropy": False, "compute_loss": False,
-                        "temperature": temperature}))
-        fields = ["log_probs", "old_log_probs", "response_mask"]
-        has_weights = "rollout_is_weights" in (train.fields or ())
-        data = tq.kv_batch_get(keys=train.keys, partition_id=train.partition_id,
-                               select_fields=fields + (["rollout_is_weights"] if has_weights else []))
-        current = response_from_nested(data["log_probs"], data["response_mask"]).unbind()
-        stored = data["old_log_probs"].unbind()
-        given = data["rollout_is_weights"].unbind() if has_weights else [None] * len(stored)
-        old, weights, replayed = [], [], []
-        for key, now, mu, w in zip(train.keys, current, stored, given):
-            if key in replay:
-                now = now.to(mu.dtype)
-                old.append(now)
-                weights.append(torch.exp(now.float() - mu.float()).to(mu.dtype))
-                replayed.append(weights[-1])
-            else:
-                old.append(mu)
-                weights.append(torch.ones_like(mu) if w is None else w)
-        nested = partial(torch.nested.as_nested_tensor, layout=torch.jagged)
-        tq.kv_batch_put(keys=train.keys, partition_id=train.partition_id, fields=TensorDict(
-            {"old_log_probs": nested(old), "rollout_is_weights": nested(weights)}, batch_size=len(train)))
-        tokens = torch.cat(replayed).float()
-        metrics["data_selection/replay/is_weight_mean"] = float(tokens.mean())
-        metrics["data_selection/replay/is_weight_max"] = float(tokens.max())
-
-    def _remeasures_replay_entropy(self, batch: KVBatchMeta) -> bool:
-        """The filter needs entropy, the update computes none (TB:1831-1833: ``calculate_entropy`` or
-        ``entropy_coeff != 0``) and the old-log-prob pass measured the fresh rows' (``entropy`` in the batch)."""
-        actor = self.config.actor_rollout_ref.actor
-        update_entropy = actor.calculate_entropy or actor.entropy_coeff != 0.0
-        return self.axes.rollout_filter.needs_entropy and not update_entropy and "entropy" in (batch.fields or ())
-
-    def _remeasure_replay_entropy(self, train: KVBatchMeta) -> None:
-        """Paper 001 Table 1 note 2: a rollout's entropy is that of its latest round of use. The replayed rows'
-        stored ``entropy`` (their generating policy's) becomes this step's policy's, the one the fresh rows'
-        old-log-prob pass measured, in the same no-grad forward pass (TB:1651-1669); the loss does not read it
-        (entropy_coeff 0). The pass covers the replayed rows and the fewest other rows of ``train`` that split
-        evenly over the dp ranks."""
-        rows = even_split_rows(train.keys, set(self._step.replay_keys), self._dp_size)
-        part = train.select_keys([train.keys[i] for i in rows])
-        part.extra_info = {**train.extra_info, "calculate_entropy": True, "compute_loss": False,
-                           "temperature": self.config.actor_rollout_ref.rollout.temperature}
-        self.actor_rollout_wg.compute_log_prob(part)
-        data = tq.kv_batch_get(keys=part.keys, partition_id=part.partition_id,
-                               select_fields=["entropy", "response_mask"])
-        entropy = response_from_nested(data["entropy"], data["response_mask"])
-        tq.kv_batch_put(keys=part.keys, partition_id=part.partition_id,
-                        fields=TensorDict({"entropy": entropy}, batch_size=len(part)))
-
-    def _zero_trainer_fields(self, batch: KVBatchMeta, keys: list[str]) -> None:
-        names = [f for f in TRAINER_TOKEN_FIELDS if f in (batch.fields or ())]
-        if keys and names:
-            zeros = torch.nested.as_nested_tensor([torch.zeros(1) for _ in keys], layout=torch.jagged)
-            tq.kv_batch_put(keys=keys, partition_id=batch.partition_id,
-                            fields=TensorDict({f: zeros.clone() for f in names}, batch_size=len(keys)))
 
     def _tag_rows(self, batch: KVBatchMeta) -> KVBatchMeta:
         """Write ``sample_pos`` (RolloutView position, -1 for padding) and ``mb_real_rows`` per row."""
@@ -548,7 +463,7 @@ class DataSelectionTrainer(PPOTrainerSync):
                 "rollout_old_log_prob": None if step.old_log_prob is None else step.old_log_prob.tolist(),
                 "max_response_length": v.max_response_length,
                 "kept": step.kept.tolist(),
-                "replayed": step.replay_ids.tolist(),  # rollout ids; row position len(rollout_task) + j
+                "replayed": step.replayed.ids.tolist(),  # rollout ids; row position len(rollout_task) + j
                 "measurement": None if step.measurement is None else {  # scored before selecting, never trained on
                     "rollout_task": step.measurement.task_index.tolist(),
                     "rollout_reward": step.measurement.reward.tolist()},

@@ -10,20 +10,36 @@ ratio) and its advantage from generation time. The store is saved with each chec
 
 Rows live in driver memory, one dict of per-row tensors each (about 30 bytes per token: a 4096-token
 response costs ~0.2 MB, a 2048-rollout buffer ~0.5 GB).
+
+The trainer's replay steps, each a function :mod:`verl_ext.trainer.mode` calls: :func:`sync_replay` after the filter
+(replayed rows into the step's TransferQueue partition, the stored ones out of it), :func:`zero_trainer_fields` on the
+padding rows of the cut or grown actor batch, and before the update :func:`decouple_replays` (``decoupled``
+correction) and :func:`remeasure_entropy` (a filter that needs the entropy at a rollout's latest use).
 """
 
 from __future__ import annotations
 
 import os
 import uuid
+from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
 import torch
+import transfer_queue as tq
 from tensordict import NonTensorData, NonTensorStack, TensorDict
+from transfer_queue import KVBatchMeta
+from verl.workers.utils.padding import response_from_nested
+
+from verl_ext.axes.base import RolloutFilter
 
 FILE = "replay_store.pt"
 JAGGED, DENSE, OBJECT = "jagged", "dense", "object"
+# Per-response-token fields the trainer adds after generation; verl's padding template copies them
+# from a real row, so rows padded after the filter get zeros of their one-token response.
+TRAINER_TOKEN_FIELDS = ("old_log_probs", "entropy", "ref_log_prob", "values", "advantages", "returns",
+                        "token_level_rewards", "rollout_is_weights")
 
 
 def _split(fields: TensorDict) -> tuple[dict[str, str], list[dict[str, Any]]]:
@@ -115,3 +131,120 @@ class ReplayStore:
                                     "(was it written by a run with a replaying filter?)")
         state = torch.load(path, weights_only=False)
         self.kinds, self.rows, self.tags = state["kinds"], state["rows"], state["tags"]
+
+
+# ---------------------------------------------------------------------------------------------- the trainer's steps
+@dataclass
+class Replayed:
+    """The stored rollouts a step replays: their ids, their fresh keys in the step's partition, tags and response
+    lengths (the row position of replayed rollout ``j`` follows the step's own rollouts)."""
+
+    ids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    keys: list[str] = field(default_factory=list)
+    tags: list[dict] = field(default_factory=list)
+    lengths: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+
+def sync_replay(store: ReplayStore, rollout_filter: RolloutFilter, batch: KVBatchMeta, keys: list[str],
+                rollout_id: np.ndarray) -> Replayed:
+    """After the filter's ``select``: put the rollouts it replays into ``batch``'s partition (fresh keys, stored
+    fields), then copy this step's rollouts (``keys``, ids ``rollout_id``) that it stores into ``store`` and drop
+    what it no longer lists."""
+    replay_ids = np.asarray(rollout_filter.replay(), dtype=np.int64)
+    stored = set(np.asarray(rollout_filter.stored(), dtype=np.int64).tolist())
+    replayed = Replayed(ids=replay_ids)
+    if len(replay_ids):
+        fields, tags = store.batch(replay_ids)
+        replayed = Replayed(replay_ids, [fresh_key() for _ in replay_ids], tags, store.response_length(replay_ids))
+        tq.kv_batch_put(keys=replayed.keys, partition_id=batch.partition_id, fields=fields, tags=tags)
+    new = [i for i, rid in enumerate(rollout_id.tolist()) if rid in stored]
+    if new:
+        new_keys = [keys[i] for i in new]
+        tag_of = dict(zip(batch.keys, batch.tags))
+        fields = tq.kv_batch_get(keys=new_keys, partition_id=batch.partition_id, select_fields=batch.fields)
+        store.add(rollout_id[new], fields, [tag_of[k] for k in new_keys])
+    store.keep_only(np.fromiter(stored, dtype=np.int64))
+    return replayed
+
+
+def zero_trainer_fields(batch: KVBatchMeta, keys: list[str]) -> None:
+    """Zero :data:`TRAINER_TOKEN_FIELDS` of the padding rows ``keys`` that balancing the cut (or replay-grown) actor
+    batch added."""
+    names = [f for f in TRAINER_TOKEN_FIELDS if f in (batch.fields or ())]
+    if keys and names:
+        zeros = torch.nested.as_nested_tensor([torch.zeros(1) for _ in keys], layout=torch.jagged)
+        tq.kv_batch_put(keys=keys, partition_id=batch.partition_id,
+                        fields=TensorDict({f: zeros.clone() for f in names}, batch_size=len(keys)))
+
+
+def decouple_replays(worker_group, train: KVBatchMeta, replay_keys: list[str], temperature: float) -> dict[str, float]:
+    """Replayed rows under the decoupled loss (DOTS+RR): their old log-probs become the current policy's
+    (π_old, recomputed here over the update batch ``train`` by ``worker_group``), the stored ones (μ, their generating
+    policy's) turn into per-token weights exp(π_old − μ) that verl's policy losses multiply in
+    (``rollout_is_weights``); other rows keep their old log-probs and weight 1 (or verl's own rollout-correction
+    weights when present). Returns the weights' ``data_selection/replay/is_weight_*`` metrics."""
+    replay = set(replay_keys)
+    worker_group.compute_log_prob(KVBatchMeta(
+        keys=train.keys, tags=train.tags, partition_id=train.partition_id, fields=train.fields,
+        extra_info={**train.extra_info, "calculate_entropy": False, "compute_loss": False, "temperature": temperature}))
+    fields = ["log_probs", "old_log_probs", "response_mask"]
+    has_weights = "rollout_is_weights" in (train.fields or ())
+    data = tq.kv_batch_get(keys=train.keys, partition_id=train.partition_id,
+                           select_fields=fields + (["rollout_is_weights"] if has_weights else []))
+    current = response_from_nested(data["log_probs"], data["response_mask"]).unbind()
+    stored = data["old_log_probs"].unbind()
+    given = data["rollout_is_weights"].unbind() if has_weights else [None] * len(stored)
+    old, weights, replayed = [], [], []
+    for key, now, mu, w in zip(train.keys, current, stored, given):
+        if key in replay:
+            now = now.to(mu.dtype)
+            old.append(now)
+            weights.append(torch.exp(now.float() - mu.float()).to(mu.dtype))
+            replayed.append(weights[-1])
+        else:
+            old.append(mu)
+            weights.append(torch.ones_like(mu) if w is None else w)
+    nested = partial(torch.nested.as_nested_tensor, layout=torch.jagged)
+    tq.kv_batch_put(keys=train.keys, partition_id=train.partition_id, fields=TensorDict(
+        {"old_log_probs": nested(old), "rollout_is_weights": nested(weights)}, batch_size=len(train)))
+    tokens = torch.cat(replayed).float()
+    return {"data_selection/replay/is_weight_mean": float(tokens.mean()),
+            "data_selection/replay/is_weight_max": float(tokens.max())}
+
+
+def remeasures_entropy(rollout_filter: RolloutFilter, actor_config, fields: list[str] | None) -> bool:
+    """The filter needs entropy, the update computes none (TB:1831-1833: ``calculate_entropy`` or
+    ``entropy_coeff != 0``) and the old-log-prob pass measured the fresh rows' (``entropy`` in the batch's
+    ``fields``)."""
+    update_entropy = actor_config.calculate_entropy or actor_config.entropy_coeff != 0.0
+    return rollout_filter.needs_entropy and not update_entropy and "entropy" in (fields or ())
+
+
+def even_split_rows(keys: list[str], wanted: set[str], dp_size: int) -> list[int]:
+    """Positions in ``keys`` of the ``wanted`` keys and of the fewest others (the first ones) that make their number a
+    multiple of ``dp_size``, in ``keys`` order: a batch verl's dispatch splits into equal parts over the dp ranks."""
+    mine = [i for i, k in enumerate(keys) if k in wanted]
+    others = [i for i, k in enumerate(keys) if k not in wanted]
+    fill = -len(mine) % dp_size
+    if len(mine) != len(wanted) or fill > len(others):
+        raise ValueError(f"{len(wanted)} keys wanted, {len(mine)} found among {len(keys)}; no even split over "
+                         f"{dp_size} dp ranks")
+    return sorted(mine + others[:fill])
+
+
+def remeasure_entropy(worker_group, train: KVBatchMeta, replay_keys: list[str], dp_size: int,
+                      temperature: float) -> None:
+    """Paper 001 Table 1 note 2: a rollout's entropy is that of its latest round of use. The replayed rows'
+    stored ``entropy`` (their generating policy's) becomes this step's policy's, the one the fresh rows'
+    old-log-prob pass measured, in the same no-grad forward pass (TB:1651-1669); the loss does not read it
+    (entropy_coeff 0). The pass covers the replayed rows and the fewest other rows of ``train`` that split
+    evenly over the ``dp_size`` ranks."""
+    rows = even_split_rows(train.keys, set(replay_keys), dp_size)
+    part = train.select_keys([train.keys[i] for i in rows])
+    part.extra_info = {**train.extra_info, "calculate_entropy": True, "compute_loss": False,
+                       "temperature": temperature}
+    worker_group.compute_log_prob(part)
+    data = tq.kv_batch_get(keys=part.keys, partition_id=part.partition_id, select_fields=["entropy", "response_mask"])
+    entropy = response_from_nested(data["entropy"], data["response_mask"])
+    tq.kv_batch_put(keys=part.keys, partition_id=part.partition_id,
+                    fields=TensorDict({"entropy": entropy}, batch_size=len(part)))
