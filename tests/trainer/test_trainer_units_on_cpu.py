@@ -142,6 +142,89 @@ def test_replay_entropy_pass_takes_the_replayed_rows_and_the_fewest_others_for_a
         even_split_rows(keys, {"r9"}, 1)
 
 
+class _FakeTransferQueue:
+    """``kv_batch_get`` / ``kv_batch_put`` over a dict (key -> field -> per-row tensor), jagged fields as verl's."""
+
+    def __init__(self, rows: dict[str, dict[str, torch.Tensor]]):
+        self.rows = rows
+
+    def kv_batch_get(self, keys, partition_id, select_fields):
+        nested = [torch.nested.as_nested_tensor([self.rows[k][f] for k in keys], layout=torch.jagged)
+                  for f in select_fields]
+        return TensorDict(dict(zip(select_fields, nested)), batch_size=len(keys))
+
+    def kv_batch_put(self, keys, partition_id, fields, tags=None):
+        for name in fields.keys():
+            for key, value in zip(keys, fields.get(name).unbind()):
+                self.rows[key][name] = value
+
+
+class _FakeActor:
+    """``compute_log_prob`` as verl's worker leaves it: ``log_probs`` (and with ``calculate_entropy`` ``entropy``) over
+    prompt + response tokens, one fixed value per row and token whatever rows the pass holds."""
+
+    PROMPT = 2
+
+    def __init__(self, store: _FakeTransferQueue):
+        self.store, self.calls = store, []
+
+    def compute_log_prob(self, batch):
+        self.calls.append((list(batch.keys), batch.extra_info["calculate_entropy"]))
+        for key in batch.keys:
+            row, seed = self.store.rows[key], float(sum(map(ord, key)))
+            tokens = torch.arange(self.PROMPT + len(row["response_mask"]), dtype=torch.float32)
+            row["log_probs"] = -0.01 * tokens - seed / 1000
+            if batch.extra_info["calculate_entropy"]:
+                row["entropy"] = 0.1 * tokens + seed / 100
+
+
+def test_replayed_rows_are_recomputed_in_one_pass_for_the_decoupled_weights_and_the_entropy(monkeypatch):
+    """Decoupled correction and entropy re-measurement from one forward pass give what each gets from its own."""
+    from transfer_queue import KVBatchMeta
+
+    from verl_ext.trainer import replay
+
+    keys, replayed = ["a", "r1", "b", "r2", "r3", "c"], ["r1", "r2", "r3"]
+    lengths = {"a": 3, "r1": 2, "b": 4, "r2": 1, "r3": 3, "c": 2}
+
+    def run(decouple: bool, entropy: bool):
+        store = _FakeTransferQueue({k: {
+            "response_mask": torch.ones(n, dtype=torch.int64), "old_log_probs": torch.full((n,), -0.5 - i / 10),
+            "entropy": torch.full((n,), 9.0)} for i, (k, n) in enumerate(lengths.items())})
+        monkeypatch.setattr(replay, "tq", store)
+        actor = _FakeActor(store)
+        train = KVBatchMeta(keys=keys, tags=[{} for _ in keys], partition_id="train",
+                            fields=["response_mask", "old_log_probs", "entropy"], extra_info={})
+        metrics = replay.recompute_replayed(actor, train, replayed, decouple=decouple, entropy=entropy, dp_size=2,
+                                            temperature=1.0)
+        return store.rows, actor.calls, metrics
+
+    both, calls, metrics = run(True, True)
+    assert calls == [(keys, True)]  # one pass over the update batch, entropy on
+    weights_only, weight_calls, weight_metrics = run(True, False)
+    entropy_only, entropy_calls, entropy_metrics = run(False, True)
+    assert weight_calls == [(keys, False)] and entropy_calls == [(["a", "r1", "r2", "r3"], True)]  # + 1 for dp 2
+    assert metrics == weight_metrics and entropy_metrics == {}
+    mu = {k: -0.5 - i / 10 for i, k in enumerate(lengths)}
+    for k, n in lengths.items():
+        current = (-0.01 * torch.arange(_FakeActor.PROMPT - 1, _FakeActor.PROMPT - 1 + n)  # shifted left by one
+                   - sum(map(ord, k)) / 1000)
+        if k in replayed:  # π_old = the current policy's, weight π_old / μ per token
+            assert torch.allclose(both[k]["old_log_probs"], current)
+            assert torch.allclose(both[k]["rollout_is_weights"], torch.exp(current - mu[k]))
+            assert both[k]["entropy"].tolist() != [9.0] * n
+        else:  # fresh rows keep their old log-probs, weight 1
+            assert both[k]["old_log_probs"].tolist() == pytest.approx([mu[k]] * n)
+            assert both[k]["rollout_is_weights"].tolist() == [1.0] * n
+        for name in ("old_log_probs", "rollout_is_weights"):
+            assert torch.equal(both[k][name], weights_only[k][name])
+        if k in replayed:
+            assert torch.equal(both[k]["entropy"], entropy_only[k]["entropy"])
+    tokens = torch.cat([both[k]["rollout_is_weights"] for k in replayed])
+    assert metrics["data_selection/replay/is_weight_mean"] == pytest.approx(float(tokens.mean()))
+    assert metrics["data_selection/replay/is_weight_max"] == pytest.approx(float(tokens.max()))
+
+
 def test_validation_n_by_data_source_reaches_the_batch_verl_validates():
     """``data_selection.val_n`` (paper 001 App. D: avg@16 on AIME, avg@1 on the large sets) becomes the per-prompt
     ``__rollout_n__`` of the batch verl's collate builds, which ``_validate`` reads instead of one ``val_kwargs.n``."""

@@ -73,7 +73,7 @@ from verl_ext.trainer.components import build_axes, rollout_budget, task_pool
 from verl_ext.trainer.measurement import measurement_metrics, measurement_rollouts
 from verl_ext.trainer.metrics import selection_metrics
 from verl_ext.trainer.replay import (
-    ReplayStore, Replayed, decouple_replays, remeasure_entropy, remeasures_entropy, sync_replay, zero_trainer_fields,
+    ReplayStore, Replayed, recompute_replayed, remeasures_entropy, sync_replay, zero_trainer_fields,
 )
 from verl_ext.trainer.startup_checks import check_supported
 
@@ -372,14 +372,13 @@ class DataSelectionTrainer(PPOTrainerSync):
             extra = [(k, t) for k, t in zip(train.keys, train.tags) if k not in known]
             extra_keys, extra_tags = [k for k, _ in extra], [t for _, t in extra]
             zero_trainer_fields(train, extra_keys)
-            temperature = self.config.actor_rollout_ref.rollout.temperature
-            if replayed and self.axes.rollout_filter.replay_correction == "decoupled":
-                with marked_timer("replay_correction", self.timing_raw):
-                    metrics.update(decouple_replays(self.actor_rollout_wg, train, replayed, temperature))
-            if replayed and remeasures_entropy(self.axes.rollout_filter, self.config.actor_rollout_ref.actor,
-                                               batch.fields):
-                with marked_timer("replay_entropy", self.timing_raw):
-                    remeasure_entropy(self.actor_rollout_wg, train, replayed, self._dp_size, temperature)
+            decouple = self.axes.rollout_filter.replay_correction == "decoupled"
+            entropy = remeasures_entropy(self.axes.rollout_filter, self.config.actor_rollout_ref.actor, batch.fields)
+            if replayed and (decouple or entropy):
+                with marked_timer("replay_correction" if decouple else "replay_entropy", self.timing_raw):
+                    metrics.update(recompute_replayed(
+                        self.actor_rollout_wg, train, replayed, decouple=decouple, entropy=entropy,
+                        dp_size=self._dp_size, temperature=self.config.actor_rollout_ref.rollout.temperature))
         train = self._tag_rows(train)
         step.plan = self._plan
 

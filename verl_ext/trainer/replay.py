@@ -13,8 +13,8 @@ response costs ~0.2 MB, a 2048-rollout buffer ~0.5 GB).
 
 The trainer's replay steps, each a function :mod:`verl_ext.trainer.mode` calls: :func:`sync_replay` after the filter
 (replayed rows into the step's TransferQueue partition, the stored ones out of it), :func:`zero_trainer_fields` on the
-padding rows of the cut or grown actor batch, and before the update :func:`decouple_replays` (``decoupled``
-correction) and :func:`remeasure_entropy` (a filter that needs the entropy at a rollout's latest use).
+padding rows of the cut or grown actor batch, and before the update :func:`recompute_replayed`, one no-grad pass of
+the current policy for the ``decoupled`` correction and for a filter that needs the entropy at a rollout's latest use.
 """
 
 from __future__ import annotations
@@ -177,41 +177,6 @@ def zero_trainer_fields(batch: KVBatchMeta, keys: list[str]) -> None:
                         fields=TensorDict({f: zeros.clone() for f in names}, batch_size=len(keys)))
 
 
-def decouple_replays(worker_group, train: KVBatchMeta, replay_keys: list[str], temperature: float) -> dict[str, float]:
-    """Replayed rows under the decoupled loss (DOTS+RR): their old log-probs become the current policy's
-    (π_old, recomputed here over the update batch ``train`` by ``worker_group``), the stored ones (μ, their generating
-    policy's) turn into per-token weights exp(π_old − μ) that verl's policy losses multiply in
-    (``rollout_is_weights``); other rows keep their old log-probs and weight 1 (or verl's own rollout-correction
-    weights when present). Returns the weights' ``data_selection/replay/is_weight_*`` metrics."""
-    replay = set(replay_keys)
-    worker_group.compute_log_prob(KVBatchMeta(
-        keys=train.keys, tags=train.tags, partition_id=train.partition_id, fields=train.fields,
-        extra_info={**train.extra_info, "calculate_entropy": False, "compute_loss": False, "temperature": temperature}))
-    fields = ["log_probs", "old_log_probs", "response_mask"]
-    has_weights = "rollout_is_weights" in (train.fields or ())
-    data = tq.kv_batch_get(keys=train.keys, partition_id=train.partition_id,
-                           select_fields=fields + (["rollout_is_weights"] if has_weights else []))
-    current = response_from_nested(data["log_probs"], data["response_mask"]).unbind()
-    stored = data["old_log_probs"].unbind()
-    given = data["rollout_is_weights"].unbind() if has_weights else [None] * len(stored)
-    old, weights, replayed = [], [], []
-    for key, now, mu, w in zip(train.keys, current, stored, given):
-        if key in replay:
-            now = now.to(mu.dtype)
-            old.append(now)
-            weights.append(torch.exp(now.float() - mu.float()).to(mu.dtype))
-            replayed.append(weights[-1])
-        else:
-            old.append(mu)
-            weights.append(torch.ones_like(mu) if w is None else w)
-    nested = partial(torch.nested.as_nested_tensor, layout=torch.jagged)
-    tq.kv_batch_put(keys=train.keys, partition_id=train.partition_id, fields=TensorDict(
-        {"old_log_probs": nested(old), "rollout_is_weights": nested(weights)}, batch_size=len(train)))
-    tokens = torch.cat(replayed).float()
-    return {"data_selection/replay/is_weight_mean": float(tokens.mean()),
-            "data_selection/replay/is_weight_max": float(tokens.max())}
-
-
 def remeasures_entropy(rollout_filter: RolloutFilter, actor_config, fields: list[str] | None) -> bool:
     """The filter needs entropy, the update computes none (TB:1831-1833: ``calculate_entropy`` or
     ``entropy_coeff != 0``) and the old-log-prob pass measured the fresh rows' (``entropy`` in the batch's
@@ -232,19 +197,61 @@ def even_split_rows(keys: list[str], wanted: set[str], dp_size: int) -> list[int
     return sorted(mine + others[:fill])
 
 
-def remeasure_entropy(worker_group, train: KVBatchMeta, replay_keys: list[str], dp_size: int,
-                      temperature: float) -> None:
-    """Paper 001 Table 1 note 2: a rollout's entropy is that of its latest round of use. The replayed rows'
-    stored ``entropy`` (their generating policy's) becomes this step's policy's, the one the fresh rows'
-    old-log-prob pass measured, in the same no-grad forward pass (TB:1651-1669); the loss does not read it
-    (entropy_coeff 0). The pass covers the replayed rows and the fewest other rows of ``train`` that split
-    evenly over the ``dp_size`` ranks."""
-    rows = even_split_rows(train.keys, set(replay_keys), dp_size)
-    part = train.select_keys([train.keys[i] for i in rows])
-    part.extra_info = {**train.extra_info, "calculate_entropy": True, "compute_loss": False,
+def recompute_replayed(worker_group, train: KVBatchMeta, replay_keys: list[str], *, decouple: bool, entropy: bool,
+                       dp_size: int, temperature: float) -> dict[str, float]:
+    """One no-grad forward pass of the current policy (``worker_group.compute_log_prob``, as TB:1651-1669) before the
+    actor update, for either job or both:
+
+    * ``decouple``: the replayed rows' old log-probs for the decoupled loss (DOTS+RR), see :func:`_decouple`; the pass
+      covers the whole update batch ``train``;
+    * ``entropy``: paper 001 Table 1 note 2, a rollout's entropy is that of its latest round of use: the replayed
+      rows' stored ``entropy`` (their generating policy's) becomes this step's policy's, the one the fresh rows'
+      old-log-prob pass measured; the loss does not read it (entropy_coeff 0). Alone, the pass covers the replayed
+      rows and the fewest other rows of ``train`` that split evenly over the ``dp_size`` ranks (its rows' entropy
+      rewritten, as verl's pass does).
+
+    Returns the decoupled weights' ``data_selection/replay/is_weight_*`` metrics (none without ``decouple``)."""
+    if not (decouple or entropy):
+        return {}
+    rows = train.keys if decouple else [train.keys[i] for i in even_split_rows(train.keys, set(replay_keys), dp_size)]
+    part = train.select_keys(rows)
+    part.extra_info = {**train.extra_info, "calculate_entropy": entropy, "compute_loss": False,
                        "temperature": temperature}
     worker_group.compute_log_prob(part)
-    data = tq.kv_batch_get(keys=part.keys, partition_id=part.partition_id, select_fields=["entropy", "response_mask"])
-    entropy = response_from_nested(data["entropy"], data["response_mask"])
-    tq.kv_batch_put(keys=part.keys, partition_id=part.partition_id,
-                    fields=TensorDict({"entropy": entropy}, batch_size=len(part)))
+    metrics = _decouple(part, set(replay_keys)) if decouple else {}
+    if entropy:
+        data = tq.kv_batch_get(keys=part.keys, partition_id=part.partition_id,
+                               select_fields=["entropy", "response_mask"])
+        tq.kv_batch_put(keys=part.keys, partition_id=part.partition_id, fields=TensorDict(
+            {"entropy": response_from_nested(data["entropy"], data["response_mask"])}, batch_size=len(part)))
+    return metrics
+
+
+def _decouple(batch: KVBatchMeta, replay: set[str]) -> dict[str, float]:
+    """Replayed rows under the decoupled loss, from the ``log_probs`` the pass just wrote: their old log-probs become
+    the current policy's (π_old), the stored ones (μ, their generating policy's) turn into per-token weights
+    exp(π_old − μ) that verl's policy losses multiply in (``rollout_is_weights``); other rows keep their old log-probs
+    and weight 1 (or verl's own rollout-correction weights when present)."""
+    fields = ["log_probs", "old_log_probs", "response_mask"]
+    has_weights = "rollout_is_weights" in (batch.fields or ())
+    data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id,
+                           select_fields=fields + (["rollout_is_weights"] if has_weights else []))
+    current = response_from_nested(data["log_probs"], data["response_mask"]).unbind()
+    stored = data["old_log_probs"].unbind()
+    given = data["rollout_is_weights"].unbind() if has_weights else [None] * len(stored)
+    old, weights, replayed = [], [], []
+    for key, now, mu, w in zip(batch.keys, current, stored, given):
+        if key in replay:
+            now = now.to(mu.dtype)
+            old.append(now)
+            weights.append(torch.exp(now.float() - mu.float()).to(mu.dtype))
+            replayed.append(weights[-1])
+        else:
+            old.append(mu)
+            weights.append(torch.ones_like(mu) if w is None else w)
+    nested = partial(torch.nested.as_nested_tensor, layout=torch.jagged)
+    tq.kv_batch_put(keys=batch.keys, partition_id=batch.partition_id, fields=TensorDict(
+        {"old_log_probs": nested(old), "rollout_is_weights": nested(weights)}, batch_size=len(batch)))
+    tokens = torch.cat(replayed).float()
+    return {"data_selection/replay/is_weight_mean": float(tokens.mean()),
+            "data_selection/replay/is_weight_max": float(tokens.max())}
