@@ -8,7 +8,7 @@ import pytest
 
 from verl_ext.axes.allocators import FixedAllocator, FixedAllocatorConfig
 from verl_ext.sim import grid, loop
-from verl_ext.sim.learner import Learner, LearnerConfig
+from verl_ext.sim.learner import Learner, LearnerConfig, Update
 from verl_ext.sim.loop import Scenario, Setting, run
 from verl_ext.sim.world import World, WorldConfig
 
@@ -16,7 +16,8 @@ SMALL = WorldConfig(tasks=3_000, held_out=500)
 
 
 def scenario(**kw) -> Scenario:
-    return Scenario(**{"name": "t", "batch": 64, "rollouts": 8, "steps": 15, "columns": ("bots",), "eval_every": 5,
+    return Scenario(**{"name": "t", "batch": 64, "rollouts": 8, "steps": 15, "mini_batch": 64, "columns": ("bots",),
+                       "eval_every": 5,
                        "world": SMALL, **kw})
 
 
@@ -31,26 +32,46 @@ def test_a_seed_fixes_the_run_and_another_changes_it():
     assert first["accuracy"] != other["accuracy"]
 
 
-def test_learning_comes_from_informative_rollouts_only():
+def rows(tasks, advantage, success, spurious=None, age=0.0, uses=0.0):
+    n = len(tasks)
+    return Update(tasks, np.asarray(advantage, dtype=float), np.asarray(success, dtype=bool),
+                  np.zeros(n, dtype=bool) if spurious is None else spurious, np.full(n, 1000), np.full(n, age),
+                  np.full(n, uses))
+
+
+def test_learning_follows_the_advantage_times_the_score_function():
     world = World(SMALL, 0)
     learner = Learner(world, LearnerConfig())
     before = learner.held_out().mean()
-    tasks = np.arange(4)
-    zero = np.zeros(32)
-    learner.learn(np.repeat(tasks, 8), zero, zero.astype(bool), zero, 32)  # degenerate groups: |r - mean| = 0
+    tasks, success = np.repeat(np.arange(4), 8), np.tile([True, False], 16)
+    learner.learn(rows(tasks, np.zeros(32), success), 64, "token-mean")  # degenerate groups: advantage 0
     assert learner.held_out().mean() == before
-    learner.learn(np.repeat(tasks, 8), np.full(32, 0.5), zero.astype(bool), zero, 32)
-    assert learner.held_out().mean() > before
+    adv = loop.advantages(success.astype(float), np.repeat(np.arange(4), 8), "grpo")
+    g = learner.learn(rows(tasks, adv, success), 64, "token-mean")
+    p = learner.pass_rate(np.arange(4))
+    assert learner.held_out().mean() > before and np.all(g > 0)  # A (s - p) > 0 for successes and failures alike
     spurious = Learner(world, LearnerConfig())
-    spurious.learn(np.repeat(tasks, 8), np.full(32, 0.5), np.ones(32, dtype=bool), zero, 32)
+    spurious.learn(rows(tasks, adv, success, np.ones(32, dtype=bool)), 64, "token-mean")
     assert spurious.held_out().mean() < before  # spurious rollouts teach the wrong thing
+    stale = Learner(world, LearnerConfig()).learn(rows(tasks, adv, success, age=2.0, uses=1.0), 64, "token-mean")
+    fresh = Learner(world, LearnerConfig()).learn(rows(tasks, adv, success), 64, "token-mean")
+    assert stale == pytest.approx(fresh * 0.7**3)  # staleness 0.7 per step of age, reuse 0.7 per earlier update
+    assert np.all(p > 0)
+
+
+def test_grpo_divides_by_the_group_std_and_rloo_leaves_one_out():
+    reward, group = np.array([1.0, 0, 0, 0, 1, 1]), np.array([0, 0, 0, 0, 1, 1])
+    grpo = loop.advantages(reward, group, "grpo")
+    assert grpo[:4] == pytest.approx((reward[:4] - 0.25) / np.std(reward[:4], ddof=1), abs=1e-5)
+    assert np.all(grpo[4:] == 0)
+    assert loop.advantages(reward, group, "rloo")[:2] == pytest.approx([1 - 0, 0 - 1 / 3])
 
 
 def test_training_raises_held_out_accuracy_and_a_zero_learning_rate_does_not():
     learning = run(scenario(steps=30), Setting("random", grid.sel("random")), 0)
     frozen = run(scenario(steps=30), Setting("random", grid.sel("random"), learner={"lr": 0.0}), 0)
-    assert learning["accuracy"][-1] > learning["accuracy"][0] + 0.01
-    assert frozen["accuracy"][-1] == frozen["accuracy"][0]
+    assert learning["accuracy"][-1] > frozen["accuracy"][-1] + 0.01  # the same evaluation draws at a step
+    assert frozen["accuracy"][0] == learning["accuracy"][0]
 
 
 def test_a_selector_aiming_at_p_half_has_a_higher_etr_than_random():
@@ -87,42 +108,101 @@ def test_a_replaying_filter_trains_on_stored_rollouts():
     assert record["replayed"][:2] == [0, 0] and min(record["replayed"][2:]) > 0  # no replay in the first round
 
 
-def test_the_grid_builds_the_trainers_component_configs():
+def test_the_grid_is_the_recipes_composed_with_their_launchers_overrides():
+    """Each checked setting equals what the full trainer composition of its launcher's command gives (a dropped
+    recipe override fails here), and DOTS+RR / ADS run the ADS recipe's protocol and filter."""
     from tests.recipes.recipes import compose_recipe
+    from verl_ext.recipe_overrides import settings
+    from verl_ext.sim.recipes import DATA_PATHS
 
-    studies = grid.studies()
+    studies = grid.studies(steps=0.02, tasks=2_000)
     setting = {study: {s.name: s for s in studies[study].settings} for study in studies}
-    trainer = compose_recipe("bots", "qwen2.5-1.5b-instruct_math", "selector=bots_dots", "allocator=knapsack",
-                             "rollout_filter=cbs_star")
-    assert setting["bots"]["bots_dots"].selector == dict(trainer.selector)
-    assert setting["coba"]["knapsack"].allocator == dict(trainer.allocator)
-    assert setting["cbs"]["cbs_star"].rollout_filter == dict(trainer.rollout_filter)
-    trainer = compose_recipe("ads", "qwen2.5-math-1.5b", "selector=ads_no_intra")
-    assert setting["ads"]["ads_no_intra"].selector == dict(trainer.selector)
+    root = grid.STUDY_RECIPES
+    for study, name, choice in (("ads", "dots+rr", "dots"), ("ads", "ads", "ads"), ("cbs", "cbs_star", "cbs_star"),
+                                ("bots", "bots_dots", "bots_dots"), ("progress", "conservative", "conservative")):
+        group, recipe, objective, axis = root[study]
+        lines = settings(loop_root(), group, recipe, objective, axis, choice)[0] if objective else []
+        extra = [f"+objective={objective}"] if objective else []
+        full = compose_recipe(group, recipe, *extra, f"{axis}={choice}", *lines)
+        for part in ("selector", "allocator", "rollout_filter"):
+            composed = {k: v for k, v in dict(full[part]).items() if k not in DATA_PATHS}
+            ours = {k: v for k, v in getattr(setting[study][name], part).items() if k not in DATA_PATHS}
+            assert ours == composed, (study, name, part)
+        batch = setting[study][name].batch or studies[study].scenario.batch
+        assert batch == full.data.train_batch_size
+        assert studies[study].scenario.mini_batch == (full.actor_rollout_ref.actor.ppo_mini_batch_size
+                                                      * full.actor_rollout_ref.rollout.n)
+    dots = setting["ads"]["dots+rr"]
+    assert (dots.selector["protocol"], dots.selector["round_steps"], dots.selector["fresh_fraction"],
+            dots.selector["reference_size"]) == ("measured", 2, 0.5, 64)
+    assert dots.rollout_filter["name"] == "replay_fifo" and studies["ads"].scenario.batch == 128
+    assert setting["ads"]["ads"].rollout_filter == {"name": "drop_degenerate", "drop": "all_wrong", "min_keep": 0}
+    assert setting["ads"]["uniform+rr"].batch == 64 and setting["ads"]["uniform+rr"].rollout_filter == \
+        dots.rollout_filter  # replay alone: DOTS+RR's fresh prompts and buffer, no selection
 
 
-def test_a_short_grid_writes_tables_claims_and_plots(tmp_path):
+def loop_root():
+    from pathlib import Path
+
+    from verl_ext.cpu import project_root
+
+    return Path(project_root())
+
+
+def test_a_short_grid_writes_tables_claims_and_plots_byte_identical_per_seed(tmp_path):
     from verl_ext.sim.__main__ import main
-    from verl_ext.sim.claims import CLAIMS
+    from verl_ext.sim.world import PRESETS
 
-    assert main(["--seeds", "2", "--tasks", "2000", "--steps-scale", "0.05", "--workers", "1",
-                 "--out", str(tmp_path)]) == 0
-    saved = json.loads((tmp_path / "results.json").read_text())["records"]
-    for name, study in grid.studies().items():
-        assert {s.name for s in study.settings} == set(saved[name])
-        assert all(set(runs) == {"0", "1"} for runs in saved[name].values())
-    claims = (tmp_path / "claims.md").read_text()
-    assert all(c.text in claims for c in CLAIMS)
-    assert "not run" not in claims
-    tables = (tmp_path / "tables.md").read_text()
-    assert "TTB50" in tables and "task transitions" in tables and "bots+coba+cbs_star" in tables
-    for png in ("bots_curves", "cbs_curves", "coba_transitions", "bots_sweeps", "progress_etr"):
-        assert (tmp_path / f"{png}.png").stat().st_size > 1000
-    assert main(["--from-results", str(tmp_path / "results.json"), "--out", str(tmp_path / "again")]) == 0
+    args = ["--seeds", "2", "--seed-offset", "3", "--tasks", "2000", "--steps-scale", "0.02", "--workers", "1",
+            "--studies", "bots", "ads", "--worlds", "base", "noisy_reference"]
+    assert main([*args, "--out", str(tmp_path / "a")]) == 0
+    assert main([*args, "--out", str(tmp_path / "b")]) == 0
+    for name in ("results.json", "tables.md", "claims.md"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+    saved = json.loads((tmp_path / "a" / "results.json").read_text())["records"]
+    assert set(saved) == {"base", "noisy_reference"}
+    assert all(set(runs) == {"3", "4"} for runs in saved["base"]["ads"].values())
+    claims = (tmp_path / "a" / "claims.md").read_text()
+    assert "ADS beats DOTS+RR" in claims and "`noisy_reference`" in claims and "Bonferroni" in claims
+    tables = (tmp_path / "a" / "tables.md").read_text()
+    assert PRESETS["noisy_reference"].assumption in tables and "TTB50" in tables
+    assert (tmp_path / "a" / "base_bots_curves.png").stat().st_size > 1000
+    assert "ms_per_step" in (tmp_path / "a" / "timings.json").read_text()
+    assert main(["--from-results", str(tmp_path / "a" / "results.json"), "--out", str(tmp_path / "again")]) == 0
     assert (tmp_path / "again" / "claims.md").read_text() == claims
-    assert main(["--compare", str(tmp_path), "--out", str(tmp_path / "compare")]) == 0
-    compare = (tmp_path / "compare" / "claims_compare.md").read_text()
-    assert "| the defaults |" in compare.splitlines()[0] and all(c.text in compare for c in CLAIMS)
+
+
+def test_verdicts_have_an_equivalence_margin_and_t_intervals():
+    from verl_ext.sim.claims import verdict
+    from verl_ext.sim.report import t_interval
+
+    d = t_interval(np.array([0.1, 0.2, 0.3]))
+    assert d.mean == pytest.approx(0.2) and d.high - d.mean == pytest.approx(4.303 * 0.1 / np.sqrt(3), rel=1e-3)
+    assert verdict(t_interval(np.array([0.001, 0.002, 0.0015])), 1) == "no difference"
+    assert verdict(t_interval(np.array([0.02, 0.03, 0.025])), 1) == "holds"
+    assert verdict(t_interval(np.array([0.02, 0.03, 0.025])), -1) == "does not hold"
+    assert verdict(t_interval(np.array([0.05, -0.05, 0.01])), 1) == "inconclusive"
+
+
+def test_components_see_stable_indices_not_positions():
+    world = World(SMALL, 0)
+    assert not np.array_equal(world.index, np.arange(SMALL.tasks))
+    seen = []
+
+    class Spy(FixedAllocator):
+        def allocate(self, step, tasks, total):
+            seen.append(np.asarray(tasks))
+            return super().allocate(step, tasks, total)
+
+    import verl_ext.sim.loop as sim_loop
+
+    original = sim_loop.build_allocator
+    sim_loop.build_allocator = lambda cfg, seed: Spy(FixedAllocatorConfig(), seed)
+    try:
+        run(scenario(steps=2), Setting("random", grid.sel("random")), 0)
+    finally:
+        sim_loop.build_allocator = original
+    assert np.isin(np.concatenate(seen), world.index).all()
 
 
 def test_every_setting_of_the_grid_resumes_from_its_saved_state_exactly():
@@ -138,23 +218,21 @@ def test_every_setting_of_the_grid_resumes_from_its_saved_state_exactly():
         assert without_timing(resumed) == without_timing(whole), (scenario.name, setting.name)
 
 
-def test_the_normaliser_decides_whether_an_update_on_fewer_rollouts_moves_the_policy_less():
+def test_the_update_is_normalised_by_the_fixed_mini_batch_so_filtered_rows_teach_nothing():
     world, tasks = World(SMALL, 0), np.repeat(np.arange(4), 8)
-    signal, spurious, age = np.full(32, 0.5), np.zeros(32, dtype=bool), np.zeros(32)
+    success = np.tile([True, False], 16)
+    adv = loop.advantages(success.astype(float), np.repeat(np.arange(4), 8), "grpo")
     gains = {}
-    for normaliser in ("generated", "trained"):
-        for kept in (32, 8):
-            learner = Learner(world, LearnerConfig(normaliser=normaliser))
-            learner.learn(tasks[:kept], signal[:kept], spurious[:kept], age[:kept], 32)
-            gains[normaliser, kept] = np.abs(learner.theta).sum()
-    assert gains["generated", 8] < 0.5 * gains["generated", 32]
-    assert gains["trained", 8] == pytest.approx(gains["trained", 32], rel=0.5)
-    assert gains["trained", 8] > 2 * gains["generated", 8]
+    for kept in (32, 8):
+        learner = Learner(world, LearnerConfig())
+        learner.learn(rows(tasks[:kept], adv[:kept], success[:kept]), 64, "seq-mean-token-mean")
+        gains[kept] = np.abs(learner.theta).sum()
+    assert gains[8] == pytest.approx(gains[32] * 8 / 32, rel=0.3)
 
 
 def test_model_overrides_are_typed_and_unknown_fields_named():
-    assert grid.overrides(["learner.lr=1", "world.tasks=100", "learner.normaliser=trained"]) == {
-        "world": {"tasks": 100}, "learner": {"lr": 1.0, "normaliser": "trained"}}
+    assert grid.overrides(["learner.lr=1", "world.tasks=100", "learner.reuse=0.5"]) == {
+        "world": {"tasks": 100}, "learner": {"lr": 1.0, "reuse": 0.5}}
     with pytest.raises(ValueError, match="learner.<field>"):
         grid.overrides(["learner.speed=2"])
     study = grid.studies(steps=0.01, tasks=2_000, learner_set={"lr": 0.5})["bots"]

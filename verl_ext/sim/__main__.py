@@ -1,6 +1,7 @@
-"""``python -m verl_ext.sim`` (``make simulate``): the simulated grid of every study over seeds, in worker
-processes with a progress bar; writes ``OUT/results.json`` (every run's record), ``OUT/tables.md``,
-``OUT/claims.md`` and ``OUT/*.png``."""
+"""``python -m verl_ext.sim`` (``make simulate``): every study of the grid in every world preset over seeds, in
+worker processes with a progress bar; writes ``OUT/results.json`` (every run's record), ``OUT/tables.md``,
+``OUT/claims.md`` (byte-identical for the same arguments), ``OUT/timings.json`` (wall time, components' ms per
+step) and ``OUT/*.png``."""
 
 from __future__ import annotations
 
@@ -13,16 +14,17 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from verl_ext.sim.claims import claims_markdown, compare_markdown
+from verl_ext.sim.claims import claims_markdown
 from verl_ext.sim.grid import default_workers, overrides, run_one, studies
+from verl_ext.sim.learner import Learner, LearnerConfig
 from verl_ext.sim.plots import all_plots
 from verl_ext.sim.report import delta, study_table, transitions_table
+from verl_ext.sim.world import PRESETS, World, WorldConfig, properties
 
 
-def composition_summary(records, metric: str) -> str:
+def composition_summary(runs, metric: str) -> str:
     """BOTS + CoBA + CBS* against each component alone and the baseline."""
-    runs = records["composition"]
-    lines = ["| setting | vs | Δ final [95% CI] | Δ AUC [95% CI] |", "|---|---|---|---|"]
+    lines = ["| setting | vs | Δ final [95% t] | Δ AUC [95% t] |", "|---|---|---|---|"]
     for method in ("bots+coba+cbs_star", "bots+coba"):
         for base in ("random", "bots", "coba", "cbs_star", "bots+coba"):
             if method != base and method in runs and base in runs:
@@ -31,97 +33,120 @@ def composition_summary(records, metric: str) -> str:
     return "\n".join(lines)
 
 
-def simulate(grid, seeds: int, workers: int) -> tuple[dict, float]:
-    """Every (study, setting, seed) in ``workers`` processes; (records, minutes)."""
-    jobs = [(study, s.name, seed) for seed in range(seeds) for study in grid.values() for s in study.settings]
-    jobs.sort(key=lambda j: -j[0].scenario.steps * j[0].scenario.batch)  # long runs first: workers end together
+def worlds_table(worlds: list[str], tasks: int, seed: int) -> str:
+    """What each preset assumes and what that makes of one of its worlds (seed ``seed``, N = ``tasks``)."""
+    lines = ["| world | assumption | tasks starting at p < 0.05 or > 0.95 | corr. of the reference rates' logits "
+             "with the starting policy's | corr. of the difficulty estimate | mean transfer weight on a task's "
+             "own skill |", "|---|---|---|---|---|---|"]
+    for name in worlds:
+        preset = PRESETS[name]
+        world = World(WorldConfig(tasks=tasks, **preset.world), seed)
+        p = properties(world, Learner(world, LearnerConfig(**preset.learner)).own_skill_weight())
+        lines.append(f"| `{name}` | {preset.assumption} | {p['extreme_share']:.2f} | {p['reference_corr']:.2f} | "
+                     f"{p['estimate_corr']:.2f} | {p['own_skill_weight']:.2f} |")
+    return "\n".join(lines)
+
+
+def simulate(grid, worlds: list[str], seeds: dict[str, list[int]], workers: int) -> tuple[dict, dict, float]:
+    """Every (world, study, setting, seed) in ``workers`` processes; (records, ms per step, minutes)."""
+    jobs = [(w, grid[k], s.name, seed) for k in grid for seed in seeds[k] for w in worlds for s in grid[k].settings]
     by_scenario = {study.scenario.name: key for key, study in grid.items()}
-    records = {k: {s.name: {} for s in study.settings} for k, study in grid.items()}
+    records = {w: {k: {s.name: {} for s in study.settings} for k, study in grid.items()} for w in worlds}
+    timing = {w: {k: {} for k in grid} for w in worlds}
     t0 = time.time()
+    # a (study, seed, world)'s settings one after another: a worker builds its world once (World's caches)
     with mp.get_context("spawn").Pool(workers) if workers > 1 else nullcontext() as pool:
         done = pool.imap_unordered(run_one, jobs) if pool else map(run_one, jobs)  # one worker: this process
-        for scenario, setting, seed, record in tqdm(done, total=len(jobs), desc="simulated runs"):
-            records[by_scenario[scenario]][setting][seed] = record
-    return records, (time.time() - t0) / 60
+        for world, scenario, setting, seed, record in tqdm(done, total=len(jobs), desc="simulated runs"):
+            ms = record.pop("ms_per_step")
+            records[world][by_scenario[scenario]][setting][seed] = record
+            timing[world][by_scenario[scenario]].setdefault(setting, []).append(ms)
+    records = {w: {k: {s: dict(sorted(runs.items())) for s, runs in by.items()} for k, by in r.items()}
+               for w, r in records.items()}  # seeds in order, whichever run finished first
+    return records, timing, (time.time() - t0) / 60
 
 
-def load(path: Path) -> tuple[dict, dict, str]:
-    """(records, the studies as they were run, header) of a results.json."""
+def load(path: Path) -> tuple[dict, dict, str, dict]:
+    """(records, the studies as they were run, header, grid arguments) of a results.json."""
     saved = json.loads(path.read_text())
-    run_as = studies(saved["grid"]["steps_scale"], saved["grid"]["tasks"], **saved["grid"]["set"])
-    records = {k: {s: {int(seed): r for seed, r in runs.items()} for s, runs in by_setting.items()}
-               for k, by_setting in saved["records"].items()}
-    return records, {k: run_as[k] for k in records}, saved["header"]
+    g = saved["grid"]
+    run_as = studies(g["steps_scale"], g["tasks"], **g["set"], full=g["full"])
+    records = {w: {k: {s.name: dict(sorted((int(seed), r) for seed, r in by_setting[s.name].items()))
+                       for s in run_as[k].settings} for k, by_setting in by_study.items()}
+               for w, by_study in saved["records"].items()}  # settings in the grid's order, seeds in order
+    first = next(iter(records.values()))
+    return records, {k: run_as[k] for k in first}, saved["header"], g
 
 
-def model_of(header: str) -> str:
-    """The model variant a results header states."""
-    return header.split("model: ", 1)[1].split(")", 1)[0]
+def render(records: dict, grid: dict, header: str, tasks: int, seed: int, out: Path) -> None:
+    worlds = list(records)
+    metrics = {k: study.metric for k, study in grid.items()}
+    tables = [header, "## Worlds\n\n" + worlds_table(worlds, tasks, seed)]
+    for w in worlds:
+        tables.append(f"## World `{w}`")
+        tables += [study_table(k, study, records[w][k]) for k, study in grid.items()]
+        if "coba" in records[w]:
+            shown = tuple(s for s in ("grpo", "knapsack", "coba") if s in records[w]["coba"])
+            tables.append("### coba: task transitions\n\n" + transitions_table(records[w]["coba"], shown))
+        if "composition" in records[w]:
+            tables.append("### composition: BOTS + CoBA + CBS* against each alone\n\n"
+                          + composition_summary(records[w]["composition"], metrics["composition"]))
+    (out / "tables.md").write_text("\n\n".join(tables) + "\n")
+    (out / "claims.md").write_text(header + "\n\n" + claims_markdown(records, metrics) + "\n")
+    plots = [p for w in worlds for p in all_plots(records[w], metrics, out, prefix=f"{w}_")]
+    print((out / "claims.md").read_text())
+    print(f"wrote {out / 'tables.md'}, {out / 'claims.md'}, {out / 'results.json'} and {len(plots)} plots")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m verl_ext.sim", description=__doc__)
     parser.add_argument("--studies", nargs="*", help="studies to run (default: all)")
-    parser.add_argument("--seeds", type=int, default=8)
+    parser.add_argument("--worlds", nargs="*", help=f"world presets (default: all of {list(PRESETS)})")
+    parser.add_argument("--seeds", type=int, help="seeds of every study (default: 16 where a run is cheap, else 8)")
+    parser.add_argument("--seed-offset", type=int, default=0, help="the first seed")
     parser.add_argument("--tasks", type=int, default=50_000, help="training tasks N")
-    parser.add_argument("--steps-scale", type=float, default=1.0, help="multiplies every scenario's steps")
+    parser.add_argument("--steps-scale", type=float, default=0.5, help="multiplies every study's steps")
+    parser.add_argument("--full", action="store_true", help="add the parameter sweeps and the composition study")
     parser.add_argument("--set", nargs="*", default=[], metavar="SECTION.FIELD=VALUE",
-                        help="model parameters for every study, e.g. learner.normaliser=trained world.difficulty_std=3")
+                        help="model parameters for every study and world, e.g. learner.lr=0.1 world.held_out=500")
     parser.add_argument("--workers", type=int, default=default_workers())
     parser.add_argument("--out", default="outputs/sim")
-    parser.add_argument("--compare", nargs="+", metavar="DIR",
-                        help="OUT/claims_compare.md: the claims' verdicts in each DIR's results.json side by side")
-    parser.add_argument("--from-results", metavar="JSON",
-                        help="re-render the tables, claims and plots of a results.json")
+    parser.add_argument("--from-results", metavar="JSON", help="re-render the tables, claims and plots of a results.json")
     args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if args.from_results:
+        records, grid, header, g = load(Path(args.from_results))
+        render(records, grid, header, g["tasks"], g["seed_offset"], out)
+        return 0
     try:
         model = overrides(args.set)
     except ValueError as e:
         parser.error(str(e))
-    grid = studies(args.steps_scale, args.tasks, model["world"], model["learner"])
-    chosen = args.studies or list(grid)
-    unknown = sorted(set(chosen) - set(grid))
-    if unknown:
-        parser.error(f"unknown studies {unknown}; choose from {sorted(grid)}")
+    grid = studies(args.steps_scale, args.tasks, model["world"], model["learner"], full=args.full)
+    chosen, worlds = args.studies or list(grid), args.worlds or list(PRESETS)
+    for kind, asked, known in (("studies", chosen, grid), ("worlds", worlds, PRESETS)):
+        if set(asked) - set(known):
+            parser.error(f"unknown {kind} {sorted(set(asked) - set(known))}; choose from {sorted(known)}")
+    if args.seeds is not None and args.seeds < 2:
+        parser.error("--seeds must be at least 2 (paired intervals)")
     grid = {k: grid[k] for k in chosen}
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    if args.compare:
-        variants = {}
-        for directory in args.compare:
-            records, run_as, header = load(Path(directory) / "results.json")
-            variants[model_of(header)] = (records, {k: study.metric for k, study in run_as.items()})
-        table = compare_markdown(variants)
-        (out / "claims_compare.md").write_text(table + "\n")
-        print(table)
-        return 0
-    if args.from_results:
-        records, run_as, header = load(Path(args.from_results))
-        records = {k: v for k, v in records.items() if k in chosen}
-        grid = {k: run_as[k] for k in records}
-    else:
-        records, minutes = simulate(grid, args.seeds, args.workers)
-        runs = sum(len(by_seed) for study in records.values() for by_seed in study.values())
-        changed = " ".join(args.set) or "the defaults"
-        header = (f"Simulated grid: {runs} runs ({args.seeds} seeds, N = {args.tasks:,}, steps x {args.steps_scale:g}, "
-                  f"model: {changed}) in {minutes:.1f} min on {args.workers} worker(s).")
-        (out / "results.json").write_text(json.dumps({
-            "records": records, "header": header, "grid": {
-                "steps_scale": args.steps_scale, "tasks": args.tasks,
-                "set": {"world_set": model["world"], "learner_set": model["learner"]}}}))
-    metrics = {k: study.metric for k, study in grid.items()}
-    tables = [header] + [study_table(k, study, records[k]) for k, study in grid.items()]
-    if "coba" in records:
-        tables.append("### coba: task transitions\n\n"
-                      + transitions_table(records["coba"], ("grpo", "knapsack", "coba")))
-    if "composition" in records:
-        tables.append("### composition: BOTS + CoBA + CBS* against each alone\n\n"
-                      + composition_summary(records, metrics["composition"]))
-    (out / "tables.md").write_text("\n\n".join(tables) + "\n")
-    (out / "claims.md").write_text(header + "\n\n" + claims_markdown(records, metrics) + "\n")
-    plots = all_plots(records, metrics, out)
-    print((out / "claims.md").read_text())
-    print(f"wrote {out / 'tables.md'}, {out / 'claims.md'}, {out / 'results.json'} and {len(plots)} plots")
+    seeds = {k: list(range(args.seed_offset, args.seed_offset + (args.seeds or study.seeds)))
+             for k, study in grid.items()}
+    records, timing, minutes = simulate(grid, worlds, seeds, args.workers)
+    runs = sum(len(by_seed) for w in records.values() for study in w.values() for by_seed in study.values())
+    header = (f"Simulated grid: {runs} runs (worlds {', '.join(worlds)}; seeds "
+              + ", ".join(f"{k} {len(v)}" for k, v in seeds.items()) + f" from {args.seed_offset}; "
+              f"N = {args.tasks:,}, steps x {args.steps_scale:g}{', full grid' if args.full else ''}; "
+              f"model: {' '.join(args.set) or 'the defaults'}).")
+    (out / "results.json").write_text(json.dumps({
+        "records": records, "header": header, "grid": {
+            "steps_scale": args.steps_scale, "tasks": args.tasks, "full": args.full, "seed_offset": args.seed_offset,
+            "set": {"world_set": model["world"], "learner_set": model["learner"]}}}, sort_keys=True))
+    (out / "timings.json").write_text(json.dumps({"minutes": minutes, "workers": args.workers,
+                                                  "ms_per_step": timing}, indent=1, sort_keys=True))
+    render(records, grid, header, args.tasks, args.seed_offset, out)
+    print(f"{runs} runs in {minutes:.1f} min on {args.workers} worker(s)")
     return 0
 
 

@@ -1,16 +1,18 @@
-"""Each paper's main claims as checks on the simulated grid: the direction of a paired difference (by seed) and
-its 95% bootstrap CI. Verdict: *holds* (CI entirely on the claimed side), *does not hold* (entirely on the other),
-*inconclusive* (CI spans 0); a claim checked at several values of a parameter that gets different verdicts
-*depends on* that parameter.
+"""What the model predicts for each paper's main claims, under the assumptions of each world preset: the paired
+difference (by seed) of the method and its baseline with a 95% t interval. Verdict per world: *no difference* (the
+interval inside ±``MARGIN``: equivalence), *holds* (entirely on the claimed side), *does not hold* (entirely on
+the other), *inconclusive* (otherwise). A claim is *robust* only when its verdict is the same in every world run.
+Claims checked at several values of a parameter (the full grid's sweeps) take every value as a case.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from verl_ext.sim.report import Delta, Records, delta
+
+MARGIN = 0.005  # [decision] |Δ| below this (accuracy, score or rate) is no difference
+VERDICTS = ("holds", "does not hold", "no difference", "inconclusive")
 
 
 @dataclass(frozen=True)
@@ -20,29 +22,33 @@ class Claim:
     study: str
     method: str
     baseline: str
-    statistic: str = "auc"  # auc | final
-    sign: int = 1  # +1: the method is claimed better; -1: worse
-    variants: tuple[tuple[str, str, str], ...] = ()  # (label, method, baseline) of a parameter sweep
+    statistic: str = "auc"  # auc | final | a per-step series (etr, degenerate, ...): its mean over steps
+    sign: int = 1  # +1: the method is claimed higher; -1: lower
+    variants: tuple[tuple[str, str, str], ...] = ()  # (label, method, baseline) of a sweep (full grid)
     metric: str | None = None  # held-out metric compared; None: the study's
 
 
+def _sweep(key: str, symbol: str) -> tuple:
+    return tuple((f"{symbol}={v}", f"bots {key}={v}", f"bots {key}=0") for v in ("0.05", "0.2", "0.5", "1"))
+
+
 CLAIMS = (
-    Claim("BOTS", "BOTS learns faster than random selection (TTB < 1, BSF > 1)", "bots", "bots", "random"),
+    Claim("BOTS", "BOTS's held-out curve lies above random selection's (Δ AUC; TTB / BSF in tables.md)", "bots",
+          "bots", "random"),
     Claim("BOTS", "BOTS beats BOTS-MoPPS (explicit evidence only, no forgetting)", "bots", "bots", "bots_mopps"),
     Claim("BOTS", "BOTS beats BOTS-DOTS (implicit only, greedy)", "bots", "bots", "bots_dots"),
     Claim("BOTS", "offline easy→hard beats random", "bots", "offline", "random"),
-    Claim("BOTS", "implicit evidence helps (ρ > 0 vs ρ = 0, λ = 0.1)", "bots", "bots", "bots rho=0",
-          variants=tuple((f"ρ={r}", f"bots rho={r}" if r != "0.1" else "bots", "bots rho=0")
-                         for r in ("0.05", "0.1", "0.2", "0.5", "1"))),
-    Claim("BOTS", "forgetting helps (λ > 0 vs λ = 0, ρ = 0.1)", "bots", "bots", "bots lambda=0",
-          variants=tuple((f"λ={v}", f"bots lambda={v}" if v != "0.1" else "bots", "bots lambda=0")
-                         for v in ("0.05", "0.1", "0.2", "0.5", "1"))),
+    Claim("BOTS", "BOTS's batches have a higher effective task ratio than random's", "bots", "bots", "random", "etr"),
+    Claim("BOTS", "implicit evidence helps (ρ > 0 vs ρ = 0)", "bots", "bots", "bots rho=0",
+          variants=_sweep("rho", "ρ")),
+    Claim("BOTS", "forgetting helps (λ > 0 vs λ = 0)", "bots", "bots", "bots lambda=0",
+          variants=_sweep("lambda", "λ")),
     Claim("CBS", "CBS* (30% of the step's rollouts) beats the objective alone", "cbs", "cbs_star", "keep_all",
-          "final", variants=(("noise 0", "cbs_star noise=0", "keep_all noise=0"), ("noise 0.1", "cbs_star", "keep_all"),
+          "final", variants=(("noise 0", "cbs_star noise=0", "keep_all noise=0"),
                              ("noise 0.3", "cbs_star noise=0.3", "keep_all noise=0.3"))),
     Claim("CBS", "CBS (replay buffer) beats the objective alone", "cbs", "cbs", "keep_all", "final",
-          variants=(("noise 0", "cbs noise=0", "keep_all noise=0"), ("noise 0.1", "cbs", "keep_all"),
-                    ("noise 0.3", "cbs noise=0.3", "keep_all noise=0.3"))),
+          variants=(("noise 0", "cbs noise=0", "keep_all noise=0"), ("noise 0.3", "cbs noise=0.3",
+                                                                        "keep_all noise=0.3"))),
     Claim("CBS", "the learned scheduler beats a random subset of the same size (CBS)", "cbs", "cbs", "cbs_random",
           "final"),
     Claim("CBS", "the learned scheduler beats a random subset of the same size (CBS*)", "cbs", "cbs_star",
@@ -58,88 +64,94 @@ CLAIMS = (
     Claim("CoBA-RL", "the failure-driven schedule beats explore→exploit", "coba", "coba", "explore_to_exploit",
           "final"),
     Claim("ADS", "ADS beats uniform GRPO", "ads", "ads", "uniform", "final",
-          variants=tuple((f"estimate noise {q}", "ads" if q == "0.7" else f"ads proxy={q}", "uniform")
-                         for q in ("0.7", "2.5", "5"))),
-    Claim("ADS", "ADS beats DOTS+RR", "ads", "ads", "dots+rr", "final"),
+          variants=tuple((f"estimate noise {q}", f"ads proxy={q}", "uniform") for q in ("2.5", "5"))),
+    Claim("ADS", "ADS beats DOTS+RR (the recipe's: measured references, 64 fresh prompts + replay)", "ads", "ads",
+          "dots+rr", "final"),
+    Claim("ADS", "DOTS+RR beats uniform GRPO", "ads", "dots+rr", "uniform", "final"),
+    Claim("ADS", "control: DOTS+RR beats replay alone (uniform, the same fresh prompts + replay)", "ads", "dots+rr",
+          "uniform+rr", "final"),
+    Claim("ADS", "control: DOTS's selection alone (no replay, every prompt fresh) beats uniform", "ads",
+          "dots alone", "uniform", "final"),
     Claim("ADS", "inter-cluster scheduling helps (vs w/o inter)", "ads", "ads", "ads_no_inter", "final"),
     Claim("ADS", "intra-cluster boundary walk helps (vs w/o intra)", "ads", "ads", "ads_no_intra", "final"),
     Claim("Progress", "negative result: conservative bucket sampling scores below uniform", "progress",
           "conservative", "uniform", "final", sign=-1),
-    Claim("Progress", "negative result: conservative's pass@1 is below uniform's", "progress", "conservative",
+    Claim("Progress", "negative result: conservative's avg@16 is below uniform's", "progress", "conservative",
           "uniform", "final", sign=-1, metric="accuracy"),
     Claim("Progress", "negative result: bucket_uniform scores below uniform", "progress", "bucket_uniform",
           "uniform", "final", sign=-1),
     Claim("Progress", "negative result: empirical scores below uniform", "progress", "empirical", "uniform", "final",
           sign=-1),
+    Claim("Progress", "control: bucket sampling beats random partitions of the same sizes", "progress", "empirical",
+          "random_buckets", "final"),
+    Claim("Progress", "the adaptive samplers have more degenerate groups than uniform (conservative)", "progress",
+          "conservative", "uniform", "degenerate"),
 )
 
 
-def verdict(d: Delta, sign: int) -> str:
+def verdict(d: Delta, sign: int, margin: float = MARGIN) -> str:
     low, high = sorted((sign * d.low, sign * d.high))
+    if -margin < low and high < margin:
+        return "no difference"
     return "holds" if low > 0 else "does not hold" if high < 0 else "inconclusive"
 
 
-def check(claim: Claim, records: Records, metric: str) -> tuple[str, str]:
-    """(verdict, evidence): the differences and CIs behind it."""
+def cases(claim: Claim, runs: dict) -> list[tuple[str, str, str]]:
+    """The (label, method, baseline) pairs of a claim that the grid ran."""
+    main = ("", claim.method, claim.baseline)
+    found = [c for c in (main, *claim.variants) if c[1] in runs and c[2] in runs]
+    if len(found) > 1 and main in found:
+        found[found.index(main)] = ("default", main[1], main[2])
+    return found
+
+
+def check(claim: Claim, records: Records, metric: str, alpha: float = 0.05) -> tuple[str, str]:
+    """(verdict, evidence) in one world; a sweep whose cases disagree: ``depends (...)``."""
     runs = records[claim.study]
-    cases = claim.variants or (("", claim.method, claim.baseline),)
+    found = cases(claim, runs)
+    if not found:
+        return "not run", ""
     seen = []
-    for label, method, base in cases:
-        if method not in runs or base not in runs:
-            return "not run", f"`{method}` or `{base}` missing from the grid"
-        d = delta(runs[method], runs[base], claim.metric or metric, claim.statistic)
+    for label, method, base in found:
+        d = delta(runs[method], runs[base], claim.metric or metric, claim.statistic, alpha)
         seen.append((label, d, verdict(d, claim.sign)))
+    evidence = "; ".join(f"{label + ': ' if label else ''}{d}" for label, d, _ in seen)
     verdicts = {v for _, _, v in seen}
-    evidence = "; ".join(f"{label + ': ' if label else ''}Δ {claim.statistic} {d}" for label, d, _ in seen)
     if len(verdicts) == 1:
         return verdicts.pop(), evidence
-    param = {"cbs": "the spurious-rollout rate", "ads": "the difficulty estimate's noise"}.get(
-        claim.study, claim.variants[0][0].split("=")[0])
-    by = ", ".join(f"{v} at {label}" for label, _, v in seen)
-    return f"depends on {param} ({by})", evidence
+    return "depends (" + ", ".join(f"{label}: {v}" for label, _, v in seen) + ")", evidence
 
 
-def etr_note(records: Records) -> str:
-    """BOTS's ETR claim (BOTS > 0.8; random and MoPPS < 0.4) with the simulated values."""
-    etr = {name: np.mean([np.mean(r["etr"]) for r in records["bots"][name].values()])
-           for name in ("bots", "random", "bots_mopps") if name in records.get("bots", {})}
-    if len(etr) < 3:
-        return ""
-    ok = etr["bots"] > 0.8 and etr["random"] < 0.4 and etr["bots_mopps"] < 0.4
-    return (f"| BOTS | ETR: BOTS > 0.8, random and MoPPS < 0.4 | {'holds' if ok else 'does not hold'} | "
-            f"BOTS {etr['bots']:.2f}, random {etr['random']:.2f}, MoPPS {etr['bots_mopps']:.2f} |")
+def comparisons(by_world: dict[str, Records]) -> int:
+    """Intervals the claims table computes (for the multiplicity note)."""
+    return sum(len(cases(c, records[c.study])) for records in by_world.values() for c in CLAIMS
+               if c.study in records)
 
 
-def degenerate_note(records: Records) -> str:
-    """Progress's degenerate-batch claim (uniform 0.270 < adaptive 0.308-0.355)."""
-    runs = records.get("progress", {})
-    if "uniform" not in runs:
-        return ""
-    rate = {n: np.mean([np.mean(r["degenerate"]) for r in runs[n].values()]) for n in runs}
-    adaptive = [n for n in ("bucket_uniform", "empirical", "conservative") if n in rate]
-    ok = all(rate[n] > rate["uniform"] for n in adaptive)
-    return (f"| Progress | degenerate-group rate: adaptive > uniform | {'holds' if ok else 'does not hold'} | "
-            + ", ".join(f"{n} {rate[n]:.3f}" for n in ["uniform", *adaptive]) + " |")
-
-
-def claims_markdown(records: Records, metrics: dict[str, str]) -> str:
-    lines = ["| paper | claim | in simulation | evidence (paired over seeds, 95% CI) |", "|---|---|---|---|"]
+def claims_markdown(by_world: dict[str, Records], metrics: dict[str, str]) -> str:
+    """One row per claim: the verdict and evidence in each world, and whether it is robust (the same in all);
+    a verdict that changes with Bonferroni-adjusted intervals (over every comparison of the table) is marked †."""
+    worlds = list(by_world)
+    k = max(comparisons(by_world), 1)
+    lines = ["| paper | claim | Δ | " + " | ".join(f"`{w}`" for w in worlds) + " | across worlds |",
+             "|---|---|---|" + "---|" * (len(worlds) + 1)]
     for claim in CLAIMS:
-        if claim.study not in records:
+        if not any(claim.study in r and cases(claim, r[claim.study]) for r in by_world.values()):
             continue
-        v, evidence = check(claim, records, metrics[claim.study])
-        lines.append(f"| {claim.paper} | {claim.text} | {v} | {evidence} |")
-    lines += [n for n in (etr_note(records), degenerate_note(records)) if n]
-    return "\n".join(lines)
-
-
-def compare_markdown(variants: dict[str, tuple[Records, dict[str, str]]]) -> str:
-    """One row per claim, one verdict column per model variant (label -> its records and study metrics)."""
-    labels = list(variants)
-    lines = ["| paper | claim | " + " | ".join(labels) + " |", "|---|---|" + "---|" * len(labels)]
-    for claim in CLAIMS:
-        cells = []
-        for records, metrics in variants.values():
-            cells.append(check(claim, records, metrics[claim.study])[0] if claim.study in records else "not run")
-        lines.append(f"| {claim.paper} | {claim.text} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        cells, seen = [], []
+        for w in worlds:
+            if claim.study not in by_world[w]:
+                cells.append("not run")
+                continue
+            v, evidence = check(claim, by_world[w], metrics[claim.study])
+            strict, _ = check(claim, by_world[w], metrics[claim.study], alpha=0.05 / k)
+            seen.append(v)
+            cells.append(f"**{v}**{'†' if strict != v else ''} {evidence}")
+        robust = f"robust: {seen[0]}" if len(set(seen)) == 1 and len(seen) == len(worlds) else "depends on the world"
+        what = claim.statistic if claim.statistic in ("auc", "final") else f"mean {claim.statistic} over steps"
+        lines.append(f"| {claim.paper} | {claim.text} | {what} | " + " | ".join(cells) + f" | {robust} |")
+    note = (f"\n\n{k} paired intervals (95% t, over seeds) in this table. Under no effect at all about 5% of them, "
+            f"{0.05 * k:.1f}, would still exclude 0: a single verdict is weak evidence. † marks a verdict that "
+            f"changes when every interval is widened to Bonferroni's 1 − 0.05/{k}. |Δ| < {MARGIN} on both ends of "
+            "the interval reads *no difference*.")
+    return "\n".join(lines) + note

@@ -1,19 +1,22 @@
 """The simulated policy: an ability per latent skill, a memorised bonus per training task, stochastic rollouts.
 
-Task ``i`` succeeds with ``p_i = sigmoid(w_i · θ + b_i - d_i)``: ``θ`` [skills] is the policy's ability per
-skill, ``w_i = softmax(cos(e_i, c_k) / transfer_temperature)`` spreads what a task teaches over the skills near
-its embedding (transfer), ``b_i`` is what the policy memorised of that task itself (never of held-out tasks),
-``d_i`` the task's difficulty.
+Task ``i`` succeeds with ``p_i = sigmoid(x_i)``, ``x_i = w_i · θ + b_i - d_i``: ``θ`` [skills] is the policy's
+ability per skill, ``w_i = softmax(cos(e_i, c_k) / transfer_temperature)`` spreads what a task teaches over the
+skills near its embedding (transfer), ``b_i`` is what the policy memorised of that task itself (never of held-out
+tasks), ``d_i`` the task's difficulty.
 
-Learning: every rollout that reaches the update carries the learning signal ``|r - r̄|`` (its success minus its
-group's mean success at generation: a GRPO / RLOO group's expected gradient, summing to ``2 n p (1 - p)`` over a
-group), weighted ``staleness ** age`` when replayed, and with the opposite sign (times ``noise_harm``) when the
+Learning is the policy gradient of the rows the update trains on, with the advantages the loop computed for them
+(the objective's: GRPO / DAPO / GSPO ``(r - mean) / std``, RLOO leave-one-out; ``verl/trainer/ppo/core_algos.py``).
+A rollout's outcome is Bernoulli(``p_i``), so ``∂ log π(y) / ∂x_i = s - p_i`` (``s`` its success) and the row
+contributes ``g = A · (s - p_i) · a · staleness^age · reuse^uses`` with ``p_i`` the current policy's (a replayed row
+is off-policy: it loses ``staleness`` per step of age and ``reuse`` per earlier update it was in), ``a`` the loss
+aggregation's weight (``token-mean``: length / the update's mean length; ``seq-mean-token-mean``: 1;
+``seq-mean-token-sum``: length / half the maximum length), and the opposite sign (times ``noise_harm``) when the
 rollout is *spurious* (probability ``noise_rate``: a lucky guess or truncated garbage, recognisable only
-statistically by a high entropy and length). With ``S_i`` a task's summed signal and ``R`` the normaliser:
-``θ += lr Σ_i w_i S_i / R`` and ``b_i += lr · memorisation · S_i / R``. ``R`` is the step's generated rollouts
-(``normaliser="generated"``: an update on fewer rollouts moves the policy less, as SGD with a fixed mini-batch size
-and fewer optimiser steps) or the rollouts the update trains on (``"trained"``: every update moves it alike and only
-the mean signal of what it trains on counts, closer to Adam's normalised steps). Every step both decay towards the
+statistically by a high entropy and length). In expectation a GRPO group of ``n`` teaches ``≈ n √(p (1 - p))``.
+With ``G_i`` a task's summed ``g`` and ``M`` the recipe's mini-batch in rollouts (a fixed constant per study:
+verl takes one optimiser step per mini-batch, so each trained row moves the policy alike and a filtered one not at
+all): ``θ += lr Σ_i w_i G_i / M`` and ``b_i += lr · memorisation · G_i / M``. Every step both decay towards the
 start by ``forgetting``.
 
 Per-rollout statistics a filter sees are synthetic but tied to the state: entropy ``0.3 + 0.7 (1 - p) +
@@ -30,35 +33,48 @@ import numpy as np
 from verl_ext.sim.world import World, sigmoid
 
 PARTIAL_SCORE = 0.1  # Countdown: a well-formed but wrong answer
+AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum")
 
 
 @dataclass(frozen=True)
 class LearnerConfig:
-    lr: float = 2.0
+    lr: float = 0.3
     memorisation: float = 10.0  # a task's own gain relative to the skills' gain
     transfer_temperature: float = 0.1
     forgetting: float = 0.002  # per step
-    staleness: float = 0.7  # signal weight per step of a replayed rollout's age
+    staleness: float = 0.7  # weight per step of a replayed rollout's age
+    reuse: float = 0.7  # weight per earlier update a replayed rollout was in
     noise_rate: float = 0.1  # share of spurious rollouts
     noise_harm: float = 1.0
     partial_credit: float = 0.8  # Countdown-style rewards: share of failed rollouts scoring 0.1 instead of 0
     max_response_length: int = 4096
-    normaliser: str = "generated"  # generated | trained: what the update's summed signal is divided by
 
 
 @dataclass(frozen=True)
 class Rollouts:
     """One step's generated rollouts, grouped by selected task (``group`` = position in the selection)."""
 
-    task: np.ndarray  # int64 [R], stable task index
+    task: np.ndarray  # int64 [R], task position in the world
     group: np.ndarray  # int64 [R]
     success: np.ndarray  # bool [R]
     reward: np.ndarray  # float [R]
     format_valid: np.ndarray  # bool [R]
     spurious: np.ndarray  # bool [R]
-    signal: np.ndarray  # float [R], |success - group mean success|
     entropy: np.ndarray  # float [R]
     length: np.ndarray  # int64 [R]
+
+
+@dataclass(frozen=True)
+class Update:
+    """The rows an actor update trains on (fresh and replayed), by task position."""
+
+    task: np.ndarray
+    advantage: np.ndarray
+    success: np.ndarray
+    spurious: np.ndarray
+    length: np.ndarray
+    age: np.ndarray  # steps since generation
+    uses: np.ndarray  # earlier updates the row was in
 
 
 class Learner:
@@ -70,6 +86,10 @@ class Learner:
         self.transfer = w / w.sum(axis=1, keepdims=True)  # [all tasks, skills]
         self.theta = np.zeros(world.config.skills)
         self.bonus = np.zeros(world.config.tasks)
+
+    def own_skill_weight(self) -> float:
+        """Mean transfer weight of a task on its own skill (1: no transfer)."""
+        return float(np.mean(self.transfer[np.arange(len(self.transfer)), self.world.skill]))
 
     def pass_rate(self, tasks: np.ndarray) -> np.ndarray:
         """True success probability of training (or held-out) tasks by position."""
@@ -90,29 +110,37 @@ class Learner:
         else:
             raise ValueError(f"scores={scores!r}; choose binary or countdown")
         spurious = rng.random(len(group)) < cfg.noise_rate
-        mean = np.bincount(group, weights=success, minlength=len(tasks)) / counts
         entropy = np.maximum(0.01, 0.3 + 0.7 * (1 - p) + 0.8 * spurious + rng.normal(0, 0.1, len(group)))
         frac = np.clip(rng.normal(0.35 + 0.3 * (1 - p), 0.1), 0.02, 1.0)
         frac[spurious & (rng.random(len(group)) < 0.5)] = 1.0
         length = np.ceil(frac * cfg.max_response_length).astype(np.int64)
-        return Rollouts(tasks[group], group, success, reward, valid, spurious, np.abs(success - mean[group]),
-                        entropy, length)
+        return Rollouts(tasks[group], group, success, reward, valid, spurious, entropy, length)
 
-    def learn(self, task: np.ndarray, signal: np.ndarray, spurious: np.ndarray, age: np.ndarray,
-              generated: int) -> None:
-        """One actor update on the given rollouts (this step's kept ones and replayed ones, with their age in
-        steps); ``generated``: the step's generated rollouts."""
+    def aggregation_weight(self, length: np.ndarray, aggregation: str) -> np.ndarray:
+        """A row's weight in the loss by ``actor.loss_agg_mode`` (verl core_algos.agg_loss)."""
+        if aggregation == "token-mean":
+            return length / length.mean()
+        if aggregation == "seq-mean-token-mean":
+            return np.ones(len(length))
+        if aggregation == "seq-mean-token-sum":
+            return length / (0.5 * self.config.max_response_length)
+        raise ValueError(f"loss_agg_mode={aggregation!r}; the simulator models {AGGREGATIONS}")
+
+    def learn(self, rows: Update, mini_batch: int, aggregation: str) -> np.ndarray:
+        """One actor update on ``rows`` normalised by ``mini_batch`` rollouts; returns each row's ``g``."""
         cfg = self.config
-        if cfg.normaliser not in ("generated", "trained"):
-            raise ValueError(f"LearnerConfig.normaliser={cfg.normaliser!r}; choose generated or trained")
-        if len(task) == 0:
-            return
-        weight = cfg.staleness ** age * np.where(spurious, -cfg.noise_harm, 1.0)
-        tasks, inverse = np.unique(task, return_inverse=True)
-        norm = generated if cfg.normaliser == "generated" else len(task)
-        per_task = np.bincount(inverse, weights=signal * weight, minlength=len(tasks)) / norm
+        if mini_batch < 1:
+            raise ValueError(f"mini_batch={mini_batch}: the update's normaliser must be a positive rollout count")
+        if len(rows.task) == 0:
+            return np.zeros(0)
+        p = self.pass_rate(rows.task)
+        g = (rows.advantage * (rows.success - p) * self.aggregation_weight(rows.length, aggregation)
+             * cfg.staleness ** rows.age * cfg.reuse ** rows.uses * np.where(rows.spurious, -cfg.noise_harm, 1.0))
+        tasks, inverse = np.unique(rows.task, return_inverse=True)
+        per_task = np.bincount(inverse, weights=g, minlength=len(tasks)) / mini_batch
         self.theta += cfg.lr * self.transfer[tasks].T @ per_task
         self.bonus[tasks] += cfg.lr * cfg.memorisation * per_task
+        return g
 
     def forget(self) -> None:
         keep = 1.0 - self.config.forgetting

@@ -1,9 +1,11 @@
 """One simulated training run: the trainer's step (``verl_ext/trainer/mode.py``) with the simulated learner in place
 of generation, reward and the actor update, driving the components the trainer builds, through the same calls:
 
-``selector.select`` -> ``step_budget`` -> ``allocator.allocate`` -> rollouts scored -> ``selector.update`` ->
-``allocator.update`` -> ``rollout_filter.filter_step`` (+ ``replay`` / ``stored`` of a replaying filter) ->
-actor update on the kept and replayed rollouts -> ``rollout_filter.observe_update``.
+``selector.measurement`` (rolled out, scored, ``selector.measure``; never trained on) -> ``selector.select`` ->
+``step_budget`` -> ``allocator.allocate`` -> rollouts scored -> ``selector.update`` -> ``allocator.update`` ->
+``rollout_filter.filter_step`` (+ ``replay`` / ``stored`` of a replaying filter) -> actor update on the kept and
+replayed rollouts -> ``rollout_filter.observe_update``. The components see stable task indices (``World.index``),
+never positions.
 """
 
 from __future__ import annotations
@@ -20,62 +22,75 @@ from eval.metrics import degenerate_group_rate, effective_task_ratio, task_pass_
 from verl_ext.axes import build_allocator, build_filter, build_selector
 from verl_ext.axes.base import step_budget
 from verl_ext.axes.types import RolloutView, StepResults, rollout_ids
-from verl_ext.sim.learner import PARTIAL_SCORE, Learner, LearnerConfig
+from verl_ext.sim.learner import PARTIAL_SCORE, Learner, LearnerConfig, Update
 from verl_ext.sim.world import World, WorldConfig
 
 TRANSITION_TASKS = 4_000  # training tasks whose empirical pass rate (16 samples) is measured before and after
 TRANSITION_SAMPLES = 16
+ADVANTAGES = ("grpo", "grpo_centred", "rloo")
 
 
 @dataclass(frozen=True)
 class Setting:
-    """A configuration of the three axes: each a dict as the Hydra group gives it (``name`` + fields)."""
+    """A configuration of the three axes: each a dict as the trainer's composed config gives it (``name`` +
+    fields); ``batch``: prompts asked of the selector per step when it differs from the study's."""
 
     name: str
     selector: dict = field(default_factory=lambda: {"name": "uniform"})
     allocator: dict = field(default_factory=lambda: {"name": "fixed"})
     rollout_filter: dict = field(default_factory=lambda: {"name": "keep_all"})
+    batch: int | None = None
     learner: dict = field(default_factory=dict)  # LearnerConfig overrides (a learner-parameter sweep)
     world: dict = field(default_factory=dict)  # WorldConfig overrides (a world-parameter sweep)
 
 
 @dataclass(frozen=True)
 class Scenario:
-    """A paper's training regime: prompts per step, rollouts per prompt, steps, advantage, rewards."""
+    """A recipe's training regime: prompts per step, rollouts per prompt, the actor's mini-batch in rollouts (the
+    update's normaliser), the objective's advantage and loss aggregation, rewards, held-out samples per task."""
 
     name: str
     batch: int
     rollouts: int
     steps: int
-    advantage: str = "grpo"  # grpo (group-normalised) | rloo (leave-one-out)
+    mini_batch: int = 0  # rollouts; 0: batch * rollouts
+    advantage: str = "grpo"  # grpo (std-normalised) | grpo_centred | rloo (leave-one-out)
+    aggregation: str = "token-mean"
     scores: str = "binary"  # binary | countdown (0 / 0.1 / 1)
     columns: tuple[str, ...] = ()  # World.pool column families
     eval_every: int = 10
+    eval_samples: int = 4  # k samples per held-out task
     world: WorldConfig = WorldConfig()
     learner: LearnerConfig = LearnerConfig()
 
 
 def advantages(reward: np.ndarray, group: np.ndarray, kind: str) -> np.ndarray:
-    """Sequence-level advantage per rollout: GRPO ``(r - mean) / (std + 1e-6)`` or RLOO ``r - mean of the others``."""
+    """Sequence-level advantage per rollout (verl core_algos): GRPO ``(r - mean) / (std + 1e-6)`` (``grpo_centred``:
+    ``norm_adv_by_std_in_grpo=false``, ``r - mean``) or RLOO ``r - mean of the others``."""
     size = np.bincount(group).astype(np.float64)
     mean = np.bincount(group, weights=reward) / size
     centred = reward - mean[group]
     if kind == "grpo":
-        std = np.sqrt(np.maximum(np.bincount(group, weights=reward**2) / size - mean**2, 0.0))
-        return centred / (std[group] + 1e-6)
+        n = size[group]
+        var = np.bincount(group, weights=centred**2)[group] / np.maximum(n - 1, 1)  # torch.std: unbiased
+        return np.where(n > 1, centred / (np.sqrt(var) + 1e-6), 0.0)
+    if kind == "grpo_centred":
+        return np.where(size[group] > 1, centred, 0.0)
     if kind == "rloo":
         n = size[group]
         return np.where(n > 1, centred * n / np.maximum(n - 1, 1), 0.0)
-    raise ValueError(f"advantage={kind!r}; choose grpo or rloo")
+    raise ValueError(f"advantage={kind!r}; choose from {ADVANTAGES}")
 
 
 class _Store:
-    """What the simulation keeps of the rollouts a replaying filter stores: id, task, signal, spurious, step."""
+    """What the simulation keeps of the rollouts a replaying filter stores, by rollout id."""
+
+    COLUMNS = (("task", np.int64), ("advantage", np.float64), ("success", bool), ("spurious", bool),
+               ("length", np.int64), ("born", np.int64), ("uses", np.int64))
 
     def __init__(self):
         self.ids = np.zeros(0, dtype=np.int64)
-        self.cols = {k: np.zeros(0, dtype=d) for k, d in
-                     (("task", np.int64), ("signal", np.float64), ("spurious", bool), ("born", np.int64))}
+        self.cols = {k: np.zeros(0, dtype=d) for k, d in self.COLUMNS}
 
     def add(self, ids: np.ndarray, **cols) -> None:
         self.ids = np.concatenate([self.ids, ids])
@@ -111,59 +126,76 @@ def components(setting: Setting, pool, seed: int, state: dict | None = None) -> 
 
 def run(scenario: Scenario, setting: Setting, seed: int, world: World | None = None,
         resume_after: int | None = None) -> dict[str, Any]:
-    """Train ``scenario.steps`` steps; returns the per-run record (curves, per-step metrics, transitions, timing).
+    """Train ``scenario.steps`` steps; returns the per-run record (curves, per-step metrics, transitions, and the
+    components' ``ms_per_step``, the only entry that is not a function of the seed).
     ``resume_after``: after that step, rebuild the components from their saved state (a resumed run)."""
     world = world or World(replace(scenario.world, **setting.world), seed)
     learner = Learner(world, replace(scenario.learner, **setting.learner))
     pool = world.pool(scenario.columns)
     selector, allocator, rollout_filter = components(setting, pool, seed)
     rng, probe = np.random.default_rng([seed, 1]), np.random.default_rng([seed, 2])
-    budget_full = scenario.batch * scenario.rollouts
+    batch = setting.batch or scenario.batch
+    budget_full = batch * scenario.rollouts
+    mini_batch = scenario.mini_batch or scenario.batch * scenario.rollouts
     sample = np.random.default_rng([seed, 3]).choice(world.config.tasks, min(TRANSITION_TASKS, world.config.tasks),
                                                      replace=False)
     initial = probe.binomial(TRANSITION_SAMPLES, learner.pass_rate(sample)) / TRANSITION_SAMPLES
-    store, rec = _Store(), _Record()
+    store, rec = _Store(), _Record(seed)
     rec.evaluate(0, learner, scenario)
     for step in range(1, scenario.steps + 1):
         t0 = time.perf_counter()
-        tasks = np.asarray(selector.select(step, scenario.batch), dtype=np.int64)
+        named = np.asarray(selector.measurement(step), dtype=np.int64)
+        if len(named):  # measurement only (verl_ext/trainer/measurement.py): scored, measured, never trained on
+            m = learner.generate(pool.positions(named), np.full(len(named), scenario.rollouts), rng, scenario.scores)
+            selector.measure(step, StepResults.from_rewards(pool.index[m.task], m.reward))
+        tasks = np.asarray(selector.select(step, batch), dtype=np.int64)
         t1 = time.perf_counter()
-        budget = step_budget(budget_full, len(tasks), scenario.batch)
+        budget = step_budget(budget_full, len(tasks), batch)
         counts = np.asarray(allocator.allocate(step, tasks, budget), dtype=np.int64)
         t2 = time.perf_counter()
         if len(counts) != len(tasks) or counts.sum() != budget or counts.min() < 1:
             raise RuntimeError(f"step {step}: allocator counts {counts.tolist()} for budget {budget}")
-        aimed = learner.pass_rate(pool.positions(tasks))  # what the selector chose, before the update
-        out = learner.generate(pool.positions(tasks), counts, rng, scenario.scores)
-        results = StepResults(out.task, out.reward, out.success, out.format_valid)
+        positions = pool.positions(tasks)
+        aimed = learner.pass_rate(positions)  # what the selector chose, before the update
+        out = learner.generate(positions, counts, rng, scenario.scores)
+        index = pool.index[out.task]
+        results = StepResults(index, out.reward, out.success, out.format_valid)
         t3 = time.perf_counter()
         selector.update(step, results)
         t4 = time.perf_counter()
         allocator.update(step, results)
         t5 = time.perf_counter()
         ids = rollout_ids(step, len(out.task))
-        view = RolloutView(out.task, out.group, out.reward, advantages(out.reward, out.group, scenario.advantage),
-                           out.length, out.entropy, learner.config.max_response_length, ids)
+        adv = advantages(out.reward, out.group, scenario.advantage)
+        view = RolloutView(index, out.group, out.reward, adv, out.length, out.entropy,
+                           learner.config.max_response_length, ids)
         kept = np.sort(np.asarray(rollout_filter.filter_step(step, view), dtype=np.int64))
         replayed = store.rows(rollout_filter.replay()) if rollout_filter.replays else np.zeros(0, dtype=np.int64)
         t6 = time.perf_counter()
-        r_task = np.concatenate([out.task[kept], store.cols["task"][replayed]])
-        r_spur = np.concatenate([out.spurious[kept], store.cols["spurious"][replayed]])
-        r_age = np.concatenate([np.zeros(len(kept)), step - store.cols["born"][replayed]]).astype(np.float64)
+        old = store.cols
+        rows = Update(np.concatenate([out.task[kept], old["task"][replayed]]),
+                      np.concatenate([adv[kept], old["advantage"][replayed]]),
+                      np.concatenate([out.success[kept], old["success"][replayed]]),
+                      np.concatenate([out.spurious[kept], old["spurious"][replayed]]),
+                      np.concatenate([out.length[kept], old["length"][replayed]]),
+                      np.concatenate([np.zeros(len(kept)), step - old["born"][replayed]]).astype(np.float64),
+                      np.concatenate([np.zeros(len(kept)), old["uses"][replayed]]).astype(np.float64))
         trained_ids = np.concatenate([ids[kept], store.ids[replayed]])
-        entropy = learner.entropy_of(pool.positions(r_task), r_spur, rng)
-        clip = np.minimum(1.0, 0.02 + 0.04 * r_age + 0.1 * r_spur)
-        learner.learn(pool.positions(r_task), np.concatenate([out.signal[kept], store.cols["signal"][replayed]]),
-                      r_spur, r_age, len(out.task))
+        entropy = learner.entropy_of(rows.task, rows.spurious, rng)
+        clip = np.minimum(1.0, 0.02 + 0.04 * rows.age + 0.1 * rows.spurious)
+        learner.learn(rows, mini_batch, scenario.aggregation)
         if rollout_filter.replays:
-            store.add(ids, task=out.task, signal=out.signal, spurious=out.spurious,
-                      born=np.full(len(ids), step, dtype=np.int64))
+            store.cols["uses"][replayed] += 1
+            fresh_uses = np.zeros(len(ids), dtype=np.int64)
+            fresh_uses[kept] = 1
+            store.add(ids, task=out.task, advantage=adv, success=out.success, spurious=out.spurious,
+                      length=out.length, born=np.full(len(ids), step, dtype=np.int64), uses=fresh_uses)
             store.keep(rollout_filter.stored())
         t7 = time.perf_counter()
         rollout_filter.observe_update(step, trained_ids, entropy, clip)
         t8 = time.perf_counter()
         learner.forget()
-        rec.step(step, out, counts, len(kept), len(replayed), aimed,
+        rec.step(out, counts, len(kept), len(replayed), len(named) * scenario.rollouts, aimed,
                  {"selector": (t1 - t0) + (t4 - t3), "allocator": (t2 - t1) + (t5 - t4),
                   "rollout_filter": (t6 - t5) + (t8 - t7)})
         if step % scenario.eval_every == 0 or step == scenario.steps:
@@ -175,37 +207,52 @@ def run(scenario: Scenario, setting: Setting, seed: int, world: World | None = N
     return rec.finish(transition_matrix(initial, final)[1])
 
 
+def _r(x: float) -> float:
+    return round(float(x), 6)
+
+
 class _Record:
-    def __init__(self):
-        self.eval_steps, self.accuracy, self.score, self.pass16 = [], [], [], []
-        self.series: dict[str, list[float]] = {k: [] for k in (
-            "etr", "degenerate", "kept_fraction", "replayed", "selected_p", "counts_std")}
+    SERIES = ("etr", "degenerate", "kept_fraction", "replayed", "measured", "selected_p", "rollouts_per_task",
+              "counts_std")
+
+    def __init__(self, seed: int):
+        self.seed = seed
+        self.eval_steps, self.accuracy, self.score, self.pass_at_k = [], [], [], []
+        self.series: dict[str, list[float]] = {k: [] for k in self.SERIES}
         self.seconds = {"selector": 0.0, "allocator": 0.0, "rollout_filter": 0.0}
         self.steps = 0
 
     def evaluate(self, step: int, learner: Learner, scenario: Scenario) -> None:
+        """``eval_samples`` sampled rollouts per held-out task, as ``eval.evaluate`` scores them: avg@k, the mean
+        verifier score and pass@k. The draws are common to every setting of a seed and step (paired comparisons
+        see the policies' difference, not the draws')."""
         p = learner.held_out()
+        draws = np.random.default_rng([self.seed, 4, step]).random((2, len(p), scenario.eval_samples))
+        success = draws[0] < p[:, None]
+        valid = success | (draws[1] < learner.config.partial_credit)
+        score = np.where(success, 1.0, np.where(valid, PARTIAL_SCORE, 0.0)) if scenario.scores == "countdown" \
+            else success.astype(np.float64)
         self.eval_steps.append(step)
-        self.accuracy.append(float(p.mean()))  # avg@k in expectation (pass@1)
-        partial = learner.config.partial_credit * PARTIAL_SCORE if scenario.scores == "countdown" else 0.0
-        self.score.append(float((p + (1 - p) * partial).mean()))  # mean verifier score
-        self.pass16.append(float((1 - (1 - p) ** 16).mean()))  # pass@16 in expectation
+        self.accuracy.append(_r(success.mean()))
+        self.score.append(_r(score.mean()))
+        self.pass_at_k.append(_r(success.any(axis=1).mean()))
 
-    def step(self, step: int, out, counts: np.ndarray, kept: int, replayed: int, selected_p: np.ndarray,
+    def step(self, out, counts: np.ndarray, kept: int, replayed: int, measured: int, selected_p: np.ndarray,
              seconds: dict[str, float]) -> None:
         s = self.series
-        s["etr"].append(effective_task_ratio(task_pass_rates(out.group, out.reward)))
-        s["degenerate"].append(degenerate_group_rate(out.group, out.reward))
-        s["kept_fraction"].append(kept / len(out.task))
+        s["etr"].append(_r(effective_task_ratio(task_pass_rates(out.group, out.reward))))
+        s["degenerate"].append(_r(degenerate_group_rate(out.group, out.reward)))
+        s["kept_fraction"].append(_r(kept / len(out.task)))
         s["replayed"].append(float(replayed))
-        s["selected_p"].append(float(selected_p.mean()))  # mean true pass rate of the chosen tasks
-        s["counts_std"].append(float(np.std(counts)))
+        s["measured"].append(float(measured))
+        s["selected_p"].append(_r(selected_p.mean()))  # mean true pass rate of the chosen tasks
+        s["rollouts_per_task"].append(_r(counts.mean()))
+        s["counts_std"].append(_r(np.std(counts)))
         for k, v in seconds.items():
             self.seconds[k] += v
-        self.steps = step
+        self.steps += 1
 
     def finish(self, transitions: np.ndarray) -> dict[str, Any]:
-        return {"eval_steps": self.eval_steps, "accuracy": self.accuracy, "score": self.score, "pass16": self.pass16,
-                **self.series,
-                "transitions": transitions.tolist(),
+        return {"eval_steps": self.eval_steps, "accuracy": self.accuracy, "score": self.score,
+                "pass_at_k": self.pass_at_k, **self.series, "transitions": transitions.tolist(),
                 "ms_per_step": {k: 1e3 * v / max(self.steps, 1) for k, v in self.seconds.items()}}

@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from eval.metrics import PASS_RATE_BINS  # noqa: E402
-from verl_ext.sim.report import Records, curve, seed_matrix  # noqa: E402
+from verl_ext.sim.report import Records, curve, per_seed  # noqa: E402
 
 SWEEP_MARKERS = (" rho=", " lambda=", " noise=", " proxy=")
 
@@ -24,7 +24,7 @@ def _save(fig, path: Path) -> Path:
     return path
 
 
-def curves(name: str, runs: dict[str, dict[int, dict]], metric: str, out: Path) -> Path:
+def curves(name: str, runs: dict[str, dict[int, dict]], metric: str, out: Path, prefix: str) -> Path:
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for setting, by_seed in runs.items():
         if any(m in setting for m in SWEEP_MARKERS):
@@ -36,27 +36,26 @@ def curves(name: str, runs: dict[str, dict[int, dict]], metric: str, out: Path) 
     ax.set(title=f"{name}: held-out {metric} (simulation, mean over seeds)", xlabel="step", ylabel=metric)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    return _save(fig, out / f"{name}_curves.png")
+    return _save(fig, out / f"{prefix}{name}_curves.png")
 
 
-def sweeps(runs: dict[str, dict[int, dict]], metric: str, default: dict[str, str], out: Path) -> Path:
-    """Final and AUC metric against ρ and against λ (BOTS)."""
+def sweeps(runs: dict[str, dict[int, dict]], metric: str, out: Path, prefix: str) -> Path:
+    """Final and AUC metric against ρ and against λ (BOTS; the full grid)."""
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
     for ax, (param, key) in zip(axes, (("ρ", "rho"), ("λ", "lambda"))):
         pts = sorted((float(s.split("=")[1]), s) for s in runs if f" {key}=" in s)
-        pts = sorted(pts + [(float(default[key]), "bots")])
         x = [v for v, _ in pts]
-        for label, reduce in (("final", lambda c: c[-1]), ("AUC", np.mean)):
-            y = np.array([seed_matrix(runs[s], metric, reduce) for _, s in pts])
+        for label, statistic in (("final", "final"), ("AUC", "auc")):
+            y = np.array([per_seed(runs[s], metric, statistic) for _, s in pts])
             ax.errorbar(x, y.mean(1), yerr=y.std(1), marker="o", capsize=3, label=label)
         ax.set(xscale="symlog", xlabel=param, ylabel=metric, title=f"BOTS {param} sweep")
         ax.set_xscale("symlog", linthresh=0.05)
         ax.grid(alpha=0.3)
         ax.legend()
-    return _save(fig, out / "bots_sweeps.png")
+    return _save(fig, out / f"{prefix}bots_sweeps.png")
 
 
-def etr(name: str, runs: dict[str, dict[int, dict]], out: Path) -> Path:
+def etr(name: str, runs: dict[str, dict[int, dict]], out: Path, prefix: str) -> Path:
     fig, ax = plt.subplots(figsize=(7, 4))
     for setting, by_seed in runs.items():
         if any(m in setting for m in SWEEP_MARKERS):
@@ -66,10 +65,10 @@ def etr(name: str, runs: dict[str, dict[int, dict]], out: Path) -> Path:
     ax.set(title=f"{name}: effective task ratio of the selected batch", xlabel="step", ylabel="ETR", ylim=(0, 1))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    return _save(fig, out / f"{name}_etr.png")
+    return _save(fig, out / f"{prefix}{name}_etr.png")
 
 
-def transitions(runs: dict[str, dict[int, dict]], settings: tuple[str, ...], out: Path) -> Path:
+def transitions(runs: dict[str, dict[int, dict]], settings: tuple[str, ...], out: Path, prefix: str) -> Path:
     fig, axes = plt.subplots(1, len(settings), figsize=(3.6 * len(settings), 3.6), squeeze=False)
     for ax, setting in zip(axes[0], settings):
         counts = np.sum([np.asarray(r["transitions"]) for r in runs[setting].values()], axis=0)
@@ -82,16 +81,18 @@ def transitions(runs: dict[str, dict[int, dict]], settings: tuple[str, ...], out
         ax.set_xticks(range(len(PASS_RATE_BINS)), PASS_RATE_BINS, rotation=45, fontsize=7)
         ax.set_yticks(range(len(PASS_RATE_BINS)), PASS_RATE_BINS, fontsize=7)
         ax.set(title=setting, xlabel="final pass rate", ylabel="initial pass rate")
-    return _save(fig, out / "coba_transitions.png")
+    return _save(fig, out / f"{prefix}coba_transitions.png")
 
 
-def all_plots(records: Records, metrics: dict[str, str], out: Path) -> list[Path]:
+def all_plots(records: Records, metrics: dict[str, str], out: Path, prefix: str = "") -> list[Path]:
+    """Every plot of one world's records, named ``<prefix><plot>.png``."""
     out.mkdir(parents=True, exist_ok=True)
-    paths = [curves(name, runs, metrics[name], out) for name, runs in records.items()]
-    paths += [etr(name, records[name], out) for name in ("bots", "progress", "composition") if name in records]
+    paths = [curves(name, runs, metrics[name], out, prefix) for name, runs in records.items()]
+    paths += [etr(name, records[name], out, prefix) for name in ("bots", "ads", "progress", "composition")
+              if name in records]
     if "bots" in records and any(" rho=" in s for s in records["bots"]):
-        paths.append(sweeps(records["bots"], metrics["bots"], {"rho": "0.1", "lambda": "0.1"}, out))
+        paths.append(sweeps(records["bots"], metrics["bots"], out, prefix))
     if "coba" in records:
         shown = tuple(s for s in ("grpo", "knapsack", "coba") if s in records["coba"])
-        paths.append(transitions(records["coba"], shown, out))
+        paths.append(transitions(records["coba"], shown, out, prefix))
     return paths
