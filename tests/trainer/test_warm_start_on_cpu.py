@@ -3,9 +3,7 @@ with its marker, rebuilt on request; the 2-layer truncated model keeps it fast."
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
+import shutil
 from pathlib import Path
 
 import pytest
@@ -45,16 +43,29 @@ def test_warm_start_is_a_fine_tuned_checkpoint_with_its_record(cache):
     assert not [p for p in cache["root"].iterdir() if p.name.startswith(".tmp-")]  # nothing half-built left
 
 
-def test_cached_until_rebuilt_and_each_setting_has_its_own_directory(cache):
+def test_cached_until_rebuilt_and_each_setting_has_its_own_directory(cache, monkeypatch, capsys):
+    """The cache and ``--rebuild`` through the CLI's own code (in-process, the SFT replaced by a copy of the built
+    model: the real SFT and evaluation ran in the test above)."""
+    from verl_ext import warm_start
+
     marker = cache["path"] / "verl_ext_embedded.json"
     stamp = marker.stat().st_mtime_ns
     assert warm_start_path(CONFIG, cache_dir=cache["root"]) == str(cache["path"])
     assert marker.stat().st_mtime_ns == stamp  # reused, not rebuilt
     assert WarmStartConfig(steps=3, batch=4, num_layers=2).name() != CONFIG.name()
-    env = {**os.environ, "VERL_EXT_CACHE": str(cache["root"].parent)}
-    cli = subprocess.run([sys.executable, "-m", "verl_ext.warm_start", "--num-layers", "2", "--steps", "2",
-                          "--batch", "4", "--lr", "1e-4", "--eval-tasks", "2", "--k", "1", "--rebuild"],
-                         capture_output=True, text=True, env=env, timeout=600)
-    assert cli.returncode == 0, cli.stdout[-2000:] + cli.stderr[-2000:]
-    assert cli.stdout.strip().splitlines()[-1] == str(cache["path"])
-    assert marker.stat().st_mtime_ns != stamp  # --rebuild built it again
+    built = []
+
+    def copy_of_the_model(config, base, work, log):
+        built.append(config)
+        shutil.copytree(cache["path"], work / "model", ignore=shutil.ignore_patterns("verl_ext_embedded.json"))
+        return {"sft_loss_first": 2.0, "sft_loss_last": 1.0, "sft_val_loss": None, "heldout": None}
+
+    monkeypatch.setattr(warm_start, "_build", copy_of_the_model)
+    monkeypatch.setenv("VERL_EXT_CACHE", str(cache["root"].parent))
+    cli = ["--num-layers", "2", "--steps", "2", "--batch", "4", "--lr", "1e-4", "--eval-tasks", "2", "--k", "1"]
+    assert warm_start.main(cli) == 0 and not built  # cached: printed, not built
+    assert capsys.readouterr().out.strip().splitlines()[-1] == str(cache["path"])
+    assert warm_start.main([*cli, "--rebuild"]) == 0
+    assert built == [CONFIG] and capsys.readouterr().out.strip().splitlines()[-1] == str(cache["path"])
+    assert marker.stat().st_mtime_ns != stamp and warm_start_info(cache["path"])["sft_loss_last"] == 1.0  # built again
+    assert not [p for p in cache["root"].iterdir() if p.name.startswith(".tmp-")]
