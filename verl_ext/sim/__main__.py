@@ -48,7 +48,8 @@ def worlds_table(worlds: list[str], tasks: int, seed: int) -> str:
 
 
 def simulate(grid, worlds: list[str], seeds: dict[str, list[int]], workers: int) -> tuple[dict, dict, float]:
-    """Every (world, study, setting, seed) in ``workers`` processes; (records, ms per step, minutes)."""
+    """Every (world, study, setting, seed) in ``workers`` processes; (records, each run's components' ms per step
+    and CPU seconds, minutes)."""
     jobs = [(w, grid[k], s.name, seed) for k in grid for seed in seeds[k] for w in worlds for s in grid[k].settings]
     by_scenario = {study.scenario.name: key for key, study in grid.items()}
     records = {w: {k: {s.name: {} for s in study.settings} for k, study in grid.items()} for w in worlds}
@@ -58,7 +59,7 @@ def simulate(grid, worlds: list[str], seeds: dict[str, list[int]], workers: int)
     with mp.get_context("spawn").Pool(workers) if workers > 1 else nullcontext() as pool:
         done = pool.imap_unordered(run_one, jobs) if pool else map(run_one, jobs)  # one worker: this process
         for world, scenario, setting, seed, record in tqdm(done, total=len(jobs), desc="simulated runs"):
-            ms = record.pop("ms_per_step")
+            ms = {"ms_per_step": record.pop("ms_per_step"), "cpu_s": record.pop("cpu_s")}
             records[world][by_scenario[scenario]][setting][seed] = record
             timing[world][by_scenario[scenario]].setdefault(setting, []).append(ms)
     records = {w: {k: {s: dict(sorted(runs.items())) for s, runs in by.items()} for k, by in r.items()}
@@ -143,10 +144,11 @@ def main(argv: list[str] | None = None) -> int:
         "records": records, "header": header, "grid": {
             "steps_scale": args.steps_scale, "tasks": args.tasks, "full": args.full, "seed_offset": args.seed_offset,
             "set": {"world_set": model["world"], "learner_set": model["learner"]}}}, sort_keys=True))
-    (out / "timings.json").write_text(json.dumps({"minutes": minutes, "workers": args.workers,
-                                                  "ms_per_step": timing}, indent=1, sort_keys=True))
+    cpu = sum(t["cpu_s"] for w in timing.values() for k in w.values() for ts in k.values() for t in ts)
+    (out / "timings.json").write_text(json.dumps({"minutes": minutes, "workers": args.workers, "cpu_minutes": cpu / 60,
+                                                  "runs": timing}, indent=1, sort_keys=True))
     render(records, grid, header, args.tasks, args.seed_offset, out)
-    print(f"{runs} runs in {minutes:.1f} min on {args.workers} worker(s)")
+    print(f"{runs} runs in {minutes:.1f} min on {args.workers} worker(s), {cpu / 60:.1f} CPU min")
     return 0
 
 

@@ -9,6 +9,7 @@ ablation and control; ``full=True`` adds the parameter sweeps and the compositio
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -176,7 +177,8 @@ def _world(config: WorldConfig, seed: int) -> World:
 
 
 def run_one(job: tuple[str, Study, str, int]) -> tuple[str, str, str, int, dict]:
-    """One (world, study, setting, seed), on one torch thread (workers run side by side)."""
+    """One (world, study, setting, seed), on one torch thread (workers run side by side); the record gets the
+    run's CPU seconds (``cpu_s``, with its world's construction when this process had not built it yet)."""
     from verl_ext.axes.cbs_scheduler import one_thread
 
     world_name, study, name, seed = job
@@ -184,7 +186,9 @@ def run_one(job: tuple[str, Study, str, int]) -> tuple[str, str, str, int, dict]
     scenario = in_world(study.scenario, PRESETS[world_name])
     world = _world(replace(scenario.world, **setting.world), seed)
     with one_thread():
-        return world_name, study.scenario.name, name, seed, run(scenario, setting, seed, world)
+        start = time.process_time()
+        record = run(scenario, setting, seed, world)
+    return world_name, study.scenario.name, name, seed, {**record, "cpu_s": time.process_time() - start}
 
 
 def default_workers() -> int:

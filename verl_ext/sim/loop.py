@@ -212,8 +212,8 @@ def _r(x: float) -> float:
 
 
 class _Record:
-    SERIES = ("etr", "degenerate", "kept_fraction", "replayed", "measured", "selected_p", "rollouts_per_task",
-              "counts_std")
+    SERIES = ("etr", "degenerate", "kept_fraction", "replayed", "measured", "selected_p", "observed_p",
+              "rollouts_per_task", "counts_std")
 
     def __init__(self, seed: int):
         self.seed = seed
@@ -240,12 +240,14 @@ class _Record:
     def step(self, out, counts: np.ndarray, kept: int, replayed: int, measured: int, selected_p: np.ndarray,
              seconds: dict[str, float]) -> None:
         s = self.series
-        s["etr"].append(_r(effective_task_ratio(task_pass_rates(out.group, out.reward))))
+        observed = task_pass_rates(out.group, out.reward)
+        s["etr"].append(_r(effective_task_ratio(observed)))
         s["degenerate"].append(_r(degenerate_group_rate(out.group, out.reward)))
         s["kept_fraction"].append(_r(kept / len(out.task)))
         s["replayed"].append(float(replayed))
         s["measured"].append(float(measured))
         s["selected_p"].append(_r(selected_p.mean()))  # mean true pass rate of the chosen tasks
+        s["observed_p"].append(_r(observed.mean()))  # ... and in their rollouts
         s["rollouts_per_task"].append(_r(counts.mean()))
         s["counts_std"].append(_r(np.std(counts)))
         for k, v in seconds.items():

@@ -19,7 +19,7 @@ Held-out tasks come from the same generator (same skills) and are never trained 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
 
 import numpy as np
@@ -100,6 +100,23 @@ class World:
         self.train = np.arange(c.tasks)
         self.test = np.arange(c.tasks, n)
         self.index = np.random.default_rng([seed, 5]).permutation(c.tasks).astype(np.int64) * 3 + 7
+
+    @classmethod
+    def fitted(cls, config: WorldConfig, seed: int, index: np.ndarray, start: np.ndarray, weak: np.ndarray,
+               strong: np.ndarray, floor: float) -> "World":
+        """A world whose training tasks are a real pool: stable indices ``index``, difficulty ``-logit(start)`` (the
+        starting policy's measured pass rates, clipped to ``[floor, 1 - floor]``), the measured reference rates as
+        BOTS's columns and the difficulty as the estimate; held-out tasks drawn from the pool's difficulties.
+        Skills and embeddings stay generated (the pool has none)."""
+        world = cls(replace(config, tasks=len(index)), seed)
+        d = -logit(np.clip(np.asarray(start, dtype=np.float64), floor, 1 - floor))
+        rng = np.random.default_rng([seed, 6])
+        world.difficulty = np.concatenate([d, rng.choice(d, world.config.held_out)])
+        world.estimate = world.difficulty.copy()
+        world.weak = np.concatenate([np.asarray(weak, dtype=np.float64), np.full(world.config.held_out, np.nan)])
+        world.strong = np.concatenate([np.asarray(strong, dtype=np.float64), np.full(world.config.held_out, np.nan)])
+        world.index = np.asarray(index, dtype=np.int64)
+        return world
 
     @cached_property
     def ads_columns(self) -> dict[str, np.ndarray]:
