@@ -1,10 +1,13 @@
-"""A simulated learner for comparing and tuning the data-selection components at paper scale on a CPU.
+"""A simulated learner that predicts, under stated assumptions, which way each data-selection component pushes
+training at paper scale, on a CPU.
 
-It is a model, not a reproduction: tasks with a latent skill, an embedding and a difficulty
-(:mod:`verl_ext.sim.world`), a policy whose per-skill ability grows with the learning signal of the rollouts that
-reach the update and transfers to nearby tasks (:mod:`verl_ext.sim.learner`), and the trainer's step driving the
-very component classes and Hydra configs the trainer uses (:mod:`verl_ext.sim.loop`, :mod:`verl_ext.sim.grid`).
-``python -m verl_ext.sim`` (``make simulate``) runs every study over seeds and writes tables, plots and the papers'
-claims as seen in simulation (:mod:`verl_ext.sim.report`, :mod:`verl_ext.sim.plots`, :mod:`verl_ext.sim.claims`).
-No verl, Ray or model inside.
+It is a model, not a reproduction: tasks with a latent skill, an embedding and a difficulty in world presets that
+disagree on the core assumptions (:mod:`verl_ext.sim.world`), a policy trained on the objective's advantages of
+the rows that reach the update (:mod:`verl_ext.sim.learner`), and the trainer's step driving the component classes
+with the configs the recipes compose (:mod:`verl_ext.sim.loop`, :mod:`verl_ext.sim.recipes`,
+:mod:`verl_ext.sim.grid`). ``python -m verl_ext.sim`` (``make simulate``) runs every study in every world over
+seeds and writes tables, plots and what the model predicts for the papers' claims, per world
+(:mod:`verl_ext.sim.report`, :mod:`verl_ext.sim.plots`, :mod:`verl_ext.sim.claims`);
+``python -m verl_ext.sim.calibration`` compares its mechanism metrics with the real CPU trainer's. No verl, Ray or
+model inside the simulator itself.
 """
