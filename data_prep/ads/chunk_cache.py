@@ -78,8 +78,8 @@ class ChunkCache:
         with tqdm(total=sum(len(self.rows(c)) for c in missing), desc=desc, unit="row", disable=not missing) as bar:
             for c in missing:
                 if budget is not None and budget[0] <= 0:
-                    raise Interrupted(f"stopped with {len(missing) - self.computed} of {self.n_chunks} {self.meta['step']} "
-                                      f"chunks left; rerun the same command to continue")
+                    raise Interrupted(f"stopped with {len(missing) - self.computed} of {self.n_chunks} "
+                                      f"{self.meta['step']} chunks left; rerun the same command to continue")
                 save_npz(self.file(c), compute(self.rows(c)))
                 self.computed += 1
                 if budget is not None:

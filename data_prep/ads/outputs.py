@@ -72,6 +72,6 @@ def write_outputs(s: Settings, paths: OutputPaths, summary: dict, rows: list[dic
     paths.embeddings.parent.mkdir(parents=True, exist_ok=True)
     np.save(paths.embeddings, embedding_table(np.array([r["extra_info"]["index"] for r in rows]), found["space"]))
     paths.summary.write_text(json.dumps(summary, indent=2) + "\n")
+    embedder = f"{embed_meta['embedder']} ({Path(embed_meta['model']).name})"
     plot(paths.plot, found["proj"], found["labels"], difficulty,
-         f"ADS clusters of {Path(s.input).name}: embeddings {embed_meta['embedder']} ({Path(embed_meta['model']).name}), "
-         f"difficulty {Path(s.model).name}")
+         f"ADS clusters of {Path(s.input).name}: embeddings {embedder}, difficulty {Path(s.model).name}")

@@ -55,7 +55,8 @@ def load_samples(settings: Settings) -> tuple[list[dict], list[str], list[str]]:
         except (KeyError, ValueError) as e:
             raise DataError(path, r, settings.solution_field, f"no worked solution: {e}") from None
         if solution is None:
-            hint = " (embedded arithmetic / countdown rows: --solution-field worked)" if settings.solution_field != WORKED else ""
+            worked = settings.solution_field == WORKED
+            hint = "" if worked else " (embedded arithmetic / countdown rows: --solution-field worked)"
             raise DataError(path, r, settings.solution_field, f"missing or empty reference solution{hint}")
         for column in COLUMNS:
             name = settings.prefix + column
