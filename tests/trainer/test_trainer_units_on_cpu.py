@@ -128,6 +128,16 @@ def test_per_sample_stats_are_popped_flattened_and_keep_the_last_epoch():
     assert per_sample.per_position({per_sample.POS: [0], per_sample.CLIPFRAC: [0.5]}, [0])[1] is None
 
 
+def test_fetched_rows_convert_to_lists_and_response_token_means():
+    from tensordict import NonTensorStack
+
+    from verl_ext.trainer.tq_rows import as_list, token_mean
+
+    assert as_list(torch.tensor([3, 1])) == [3, 1] and as_list(NonTensorStack(7, 2)) == [7, 2]
+    assert as_list((5, 6)) == [5, 6]
+    mean = token_mean(torch.tensor([[1.0, 3.0, 9.0], [2.0, 0.0, 0.0]]), torch.tensor([[1.0, 1.0, 0.0], [0.0] * 3]))
+    assert mean.dtype == np.float64 and mean.tolist() == [2.0, 0.0]  # padding tokens ignored, empty response 0
+
 def test_replay_entropy_pass_takes_the_replayed_rows_and_the_fewest_others_for_an_even_dp_split():
     from verl_ext.trainer.replay import even_split_rows
 

@@ -20,6 +20,7 @@ from verl.utils import tensordict_utils as tu
 from verl.utils.dataset.rl_dataset import collate_fn
 
 from verl_ext.axes import StepResults
+from verl_ext.trainer.tq_rows import as_list
 
 PREFIX = "data_selection/measurement/"
 
@@ -42,8 +43,7 @@ def measurement_rollouts(trainer, tasks: np.ndarray, n: int) -> StepResults:
     try:
         keys = [k for k, t in zip(scored.keys, scored.tags) if not t.get("is_padding", False)]
         data = tq.kv_batch_get(keys=keys, partition_id=scored.partition_id, select_fields=["index", "rm_scores"])
-        index = data["index"]
-        index = np.array(index.tolist() if hasattr(index, "tolist") else list(index), dtype=np.int64)
+        index = np.array(as_list(data["index"]), dtype=np.int64)
         reward = data.select("rm_scores").to_padded_tensor()["rm_scores"].float().sum(-1).numpy()
     finally:
         tq.kv_clear(keys=scored.keys, partition_id=scored.partition_id)

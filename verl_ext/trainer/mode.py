@@ -76,6 +76,7 @@ from verl_ext.trainer.replay import (
     ReplayStore, Replayed, recompute_replayed, remeasures_entropy, sync_replay, zero_trainer_fields,
 )
 from verl_ext.trainer.startup_checks import check_supported
+from verl_ext.trainer.tq_rows import as_list, token_mean
 
 logger = logging.getLogger(__name__)
 
@@ -117,22 +118,13 @@ class _Step:
         return np.concatenate([self.view.response_length, self.replayed.lengths])
 
 
-def _token_mean(values: torch.Tensor, mask: torch.Tensor) -> np.ndarray:
-    """Per row, the mean of ``values`` over its response tokens (``mask``), float64."""
-    return ((values.float() * mask).sum(-1) / mask.sum(-1).clamp(min=1)).numpy().astype(np.float64)
-
-
-def _as_list(value) -> list:
-    return value.tolist() if hasattr(value, "tolist") else list(value)
-
-
 def _format_flags(extra_fields, order: np.ndarray) -> np.ndarray | None:
     """Per rollout (in ``order``), the reward's well-formed-answer flag (:func:`verl_ext.rewards.format_valid`)
     from verl's ``extra_fields.reward_extra_info``; None unless every rollout reports one."""
     from verl_ext.rewards import format_valid
 
     flags = []
-    for value in _as_list(extra_fields):
+    for value in as_list(extra_fields):
         fields = getattr(value, "data", value)
         info = fields.get("reward_extra_info", {}) if isinstance(fields, dict) else {}
         flags.append(format_valid(info))
@@ -285,21 +277,21 @@ class DataSelectionTrainer(PPOTrainerSync):
                                select_fields=["index", "responses", *token_fields, *extra])
         order = self._canonical_order(keys, data["responses"])
         step.keys = [keys[i] for i in order]
-        index = np.array(_as_list(data["index"]), dtype=np.int64)[order]
+        index = np.array(as_list(data["index"]), dtype=np.int64)[order]
         valid = _format_flags(data["extra_fields"], order) if extra else None
         dense = data.select(*token_fields).to_padded_tensor()[torch.from_numpy(order)]
         mask = dense["response_mask"].float()
         length = mask.sum(-1)
         reward = dense["rm_scores"].float().sum(-1).numpy().astype(np.float64)
-        advantage = _token_mean(dense["advantages"], mask)
+        advantage = token_mean(dense["advantages"], mask)
         group = np.unique([k.rsplit("_", 2)[0] for k in step.keys], return_inverse=True)[1]
         results = StepResults.from_rewards(index, reward)
         if valid is not None:
             results = StepResults(results.task_index, results.reward, results.success, valid)
         step.format_valid = valid
-        entropy = _token_mean(dense["entropy"], mask) if "entropy" in token_fields else None
+        entropy = token_mean(dense["entropy"], mask) if "entropy" in token_fields else None
         if "old_log_probs" in token_fields:
-            step.old_log_prob = _token_mean(dense["old_log_probs"], mask)
+            step.old_log_prob = token_mean(dense["old_log_probs"], mask)
         step.view = RolloutView(index, group.astype(np.int64), reward, advantage, length.numpy().astype(np.int64),
                                 entropy, int(self.config.data.max_response_length),
                                 rollout_ids(self.global_steps, len(step.keys)))
@@ -443,7 +435,7 @@ class DataSelectionTrainer(PPOTrainerSync):
     def _old_entropy(self, partition_id: str, keys: list[str]) -> np.ndarray:
         dense = tq.kv_batch_get(keys=keys, partition_id=partition_id,
                                 select_fields=["entropy", "response_mask"]).to_padded_tensor()
-        return _token_mean(dense["entropy"], dense["response_mask"].float())
+        return token_mean(dense["entropy"], dense["response_mask"].float())
 
     # ------------------------------------------------------------------ records and state
     def _compute_metrics(self, batch, metrics, timing_raw, global_steps, epoch):
