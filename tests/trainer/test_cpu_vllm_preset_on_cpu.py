@@ -25,17 +25,23 @@ def test_requested_rollout_is_the_last_name_override():
 
 
 def test_cpu_launch_runs_vllm_from_an_interpreter_that_has_it(monkeypatch, tmp_path):
+    monkeypatch.setattr(vllm_rollout.importlib.util, "find_spec", lambda name: None)  # this interpreter has no vLLM
+    vllm_python = vllm_rollout.project_venv_python(tmp_path / "project")  # the project's .venv-vllm, made here:
+    vllm_python.parent.mkdir(parents=True)  # make test-fast needs none
+    vllm_python.touch()
+    in_project = vllm_rollout.project_venv_python
+    monkeypatch.setattr(vllm_rollout, "project_venv_python", lambda root: vllm_python)
     argv = cpu_argv(["--cpu", "actor_rollout_ref.rollout.name=vllm", "trainer.total_training_steps=1"])
-    assert argv[0] == vllm_rollout.python_with_vllm(ROOT)
+    assert argv[0] == str(vllm_python)
     assert argv[-2:] == ["actor_rollout_ref.rollout.name=vllm", "trainer.total_training_steps=1"]  # the user's win
     assert f"++actor_rollout_ref.rollout.engine_kwargs.vllm.worker_extension_cls={vllm_rollout.WORKER_EXTENSION}" in argv
     assert "actor_rollout_ref.rollout.name=hf" not in argv
     assert cpu_argv(["--cpu", "a=1"])[0] == sys.executable
     stock, _ = main_ppo_command(["actor_rollout_ref.rollout.name=vllm"])
-    assert stock[0] == vllm_rollout.python_with_vllm(ROOT) and "actor_rollout_ref.rollout.enforce_eager=True" in stock
+    assert stock[0] == str(vllm_python) and "actor_rollout_ref.rollout.enforce_eager=True" in stock
 
     # no vLLM here and no .venv-vllm: a message that says what to run
-    monkeypatch.setattr(vllm_rollout.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(vllm_rollout, "project_venv_python", in_project)
     with pytest.raises(SystemExit, match="make vllm-env"):
         vllm_rollout.python_with_vllm(tmp_path)
     with pytest.raises(ValueError, match="hf or vllm"):
