@@ -16,9 +16,18 @@
 #      copy given as <SETTING>_MODEL (upper case, - and . as _, e.g. QWEN3_4B_BASE_MODEL=/models/qwen3-4b-base);
 #      a recipe with recipe.long_context (Qwen2.5-Math-1.5B) first gets its policy written as DATA_DIR/models/...:
 #      recipe.base_model (or <SETTING>_MODEL) with the longer context (python -m data_prep.long_context)
+#   5. only with DOTS_PREDICTOR=1 (sampling several policies on the 11.5k prompts costs GPU hours): DOTS's trained
+#      predictor per setting (selector.predictor=adapter). Each of DOTS_POLICIES (>= 2 models, space-separated paths or
+#      hub ids) measures its pass rate on every prompt, DOTS_N samples (default 8) of at most DOTS_MAX_NEW_TOKENS
+#      (default 8192) at temperature 1 (python -m data_prep.reference_pass_rates, two columns a call, only missing
+#      values computed: resumable) into openr1_math_11k/dots_pass_rates.parquet as extra_info.pass_rate_<MODEL> (the
+#      model's name, other characters as _: a policy added later costs only its own pass rates); then
+#      python -m data_prep.dots_predictor trains the authors' adapter on that table over the setting's step-4 embeddings
+#      (train.embeddings.npy, the recipes' selector.embedding_file) into openr1_ads_SETTING/dots_predictor.pt (+ .json)
 # OpenR1 and the benchmarks load from the Hugging Face hub, or from a local copy in the source's own format given as
 # <NAME>_INPUT (e.g. OPENR1_MATH_INPUT=/dl/openr1/default, MATH500_INPUT=/dl/math500/test.jsonl). Existing files are
-# kept (FORCE=1 rebuilds). Environment: DATA_DIR (default data/ads), PYTHON, SETTINGS, DRY_RUN=1.
+# kept (FORCE=1 rebuilds). Environment: DATA_DIR (default data/ads), PYTHON, SETTINGS, DRY_RUN=1, DOTS_PREDICTOR=1,
+# DOTS_POLICIES, DOTS_N, DOTS_MAX_NEW_TOKENS.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
@@ -71,4 +80,33 @@ print(path, recipe.get("base_model", path), long.get("max_position_embeddings", 
   [[ "${FORCE:-0}" == 1 ]] && cmd+=(--overwrite)
   [[ "${DRY_RUN:-0}" == 1 ]] || mkdir -p "$(dirname "$out")"
   execute "${cmd[@]}"
+done
+
+[[ "${DOTS_PREDICTOR:-0}" == 1 ]] || exit 0
+read -r -a dots_policies <<<"${DOTS_POLICIES:-}"
+if (( ${#dots_policies[@]} < 2 )); then
+  echo "DOTS_PREDICTOR=1 needs DOTS_POLICIES: two or more models whose pass rates train the predictor" >&2
+  exit 2
+fi
+rates="$data_dir/openr1_math_11k/dots_pass_rates.parquet"
+source_file="$train"
+[[ -f "$rates" && "${FORCE:-0}" != 1 ]] && source_file="$rates"
+columns=()
+for policy in "${dots_policies[@]}"; do columns+=("pass_rate_$(tr -c 'A-Za-z0-9\n' '_' <<<"$policy")"); done
+sampling=(--n "${DOTS_N:-8}" --temperature 1.0 --max-new-tokens "${DOTS_MAX_NEW_TOKENS:-8192}")
+execute "$PYTHON" -m data_prep.reference_pass_rates --input "$source_file" --out "$rates" "${sampling[@]}" \
+  --weak-model "${dots_policies[0]}" --weak-column "${columns[0]}" \
+  --strong-model "${dots_policies[1]}" --strong-column "${columns[1]}"
+for (( i = 2; i < ${#dots_policies[@]}; i++ )); do  # one model a call; the first column, present, is copied
+  execute "$PYTHON" -m data_prep.reference_pass_rates --input "$rates" --out "$rates" "${sampling[@]}" \
+    --weak-model "${dots_policies[$i]}" --weak-column "${columns[$i]}" --strong-column "${columns[0]}"
+done
+for setting in $SETTINGS; do
+  out="$data_dir/openr1_ads_$setting/dots_predictor.pt"
+  if [[ -f "$out" && "${FORCE:-0}" != 1 ]]; then
+    echo "exists: $out"
+    continue
+  fi
+  execute "$PYTHON" -m data_prep.dots_predictor --input "$rates" --out "$out" --pass-rate-columns "${columns[@]}" \
+    --embeddings "$data_dir/openr1_ads_$setting/train.embeddings.npy"
 done

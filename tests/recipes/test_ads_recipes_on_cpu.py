@@ -304,6 +304,33 @@ def test_prepare_data_dry_run(tmp_path):
     assert not any(tmp_path.iterdir())  # a dry run writes nothing
 
 
+def test_prepare_data_dots_predictor_dry_run(tmp_path):
+    """DOTS_PREDICTOR=1 (off by default): every policy's pass rates into one table, two models a call, then the
+    authors' adapter trained per setting over its clustered embeddings (data_prep.dots_predictor), the table the
+    DOTS+RR runs read as selector.embedding_file (test_grid_cell_composes_with_its_selector)."""
+    env = {"DATA_DIR": str(tmp_path), "SETTINGS": "qwen3-4b-base olmo-3-7b-sft"}
+    assert not any(w in ("data_prep.reference_pass_rates", "data_prep.dots_predictor")
+                   for r in commands(_launch("prepare_data.sh", **env)) for w in r)
+    runs = commands(_launch("prepare_data.sh", DOTS_PREDICTOR="1", DOTS_POLICIES="Qwen/Qwen3-4B-Base /m/a b.c", **env))
+    measure = [r for r in runs if "data_prep.reference_pass_rates" in r]
+    train = [r for r in runs if "data_prep.dots_predictor" in r]
+    assert runs.index(measure[0]) > max(runs.index(r) for r in runs if "data_prep.ads_clusters" in r)
+    rates, columns = f"{tmp_path}/openr1_math_11k/dots_pass_rates.parquet", ["pass_rate_Qwen_Qwen3_4B_Base",
+                                                                                 "pass_rate__m_a", "pass_rate_b_c"]
+    sampling = ["--n", "8", "--temperature", "1.0", "--max-new-tokens", "8192"]
+    assert [r[1:] for r in measure] == [
+        ["-m", "data_prep.reference_pass_rates", "--input", f"{tmp_path}/openr1_math_11k/train.parquet", "--out",
+         rates, *sampling, "--weak-model", "Qwen/Qwen3-4B-Base", "--weak-column", columns[0], "--strong-model", "/m/a",
+         "--strong-column", columns[1]],
+        ["-m", "data_prep.reference_pass_rates", "--input", rates, "--out", rates, *sampling, "--weak-model", "b.c",
+         "--weak-column", columns[2], "--strong-column", columns[0]]]  # present: copied, no model
+    assert [r[1:] for r in train] == [
+        ["-m", "data_prep.dots_predictor", "--input", rates, "--out", f"{tmp_path}/openr1_ads_{s}/dots_predictor.pt",
+         "--pass-rate-columns", *columns, "--embeddings", f"{tmp_path}/openr1_ads_{s}/train.embeddings.npy"]
+        for s in ("qwen3-4b-base", "olmo-3-7b-sft")]
+    assert _launch("prepare_data.sh", DOTS_PREDICTOR="1", DOTS_POLICIES="one", **env).returncode == 2
+    assert not any(tmp_path.iterdir())
+
 def test_scripts_parse():
     scripts = sorted(SCRIPTS.glob("ads/*.sh")) + [SCRIPTS / "common.sh"]
     assert len(scripts) == 9
