@@ -107,12 +107,13 @@ leading_names() {
 }
 
 # objective_train GROUP AXIS DEFAULT_CHOICE SETTING [OBJECTIVE [CHOICE]] [Hydra overrides...]: recipe_train GROUP
-# SETTING +objective=OBJECTIVE (default grpo) AXIS=CHOICE, the recipe's settings for both
-# (python -m verl_ext.recipe_overrides), then the user's overrides, which win. The objective and the choice are
-# refused as overrides (they would skip their settings). EXPERIMENT_NAME defaults to SETTING-OBJECTIVE-CHOICE.
+# SETTING +objective=OBJECTIVE (default grpo) AXIS=CHOICE, then the user's overrides. python -m verl_ext.main adds the
+# recipe's rows for both (recipe.objectives / schedulers / selectors, verl_ext/recipe_tables.py) after the choices,
+# so the user's overrides win. The objective and the choice are refused as overrides (they would come after the
+# rows), unknown names exit 2. EXPERIMENT_NAME defaults to SETTING-OBJECTIVE-CHOICE.
 objective_train() {
   local group="$1" axis="$2" choice="$3" setting="$4"; shift 4
-  local objective=grpo arg extra
+  local objective=grpo arg kind name
   case "$(leading_names "$@")" in
     1) objective="$1"; shift ;;
     2) objective="$1" choice="$2"; shift 2 ;;
@@ -125,11 +126,15 @@ objective_train() {
         return 2 ;;
     esac
   done
-  extra="$("$PYTHON" -m verl_ext.recipe_overrides "$group" "$setting" "$objective" "$axis" "$choice")" || return 2
-  local more=()
-  [[ -n "$extra" ]] && mapfile -t more <<<"$extra"
+  for kind in objective "$axis"; do
+    [[ "$kind" == objective ]] && name="$objective" || name="$choice"
+    if [[ ! -f "$ROOT/verl_ext/config/$kind/$name.yaml" ]]; then
+      echo "unknown $kind '$name' (verl_ext/config/$kind: $(cd "$ROOT/verl_ext/config/$kind" && LC_ALL=C ls *.yaml | sed 's/\.yaml$//' | xargs))" >&2
+      return 2
+    fi
+  done
   EXPERIMENT_NAME="${EXPERIMENT_NAME:-$setting-$objective-$choice}" \
-    recipe_train "$group" "$setting" "+objective=$objective" "$axis=$choice" "${more[@]}" "$@"
+    recipe_train "$group" "$setting" "+objective=$objective" "$axis=$choice" "$@"
 }
 
 # The end of every scripts/*/cpu_embedded.sh: TRAIN (the group's launcher function) on its cpu_embedded recipe with

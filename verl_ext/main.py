@@ -11,6 +11,10 @@ environment (verl picks its platform at import, before any config exists) and
 ``actor_rollout_ref.rollout.name=vllm`` the preset's rollout part is verl's vLLM rollout
 (:mod:`verl_ext.cpu.vllm_rollout`), run by an interpreter that has vLLM (``.venv-vllm``).
 
+A recipe's per-objective and per-choice rows (``recipe.objectives`` / ``schedulers`` / ``selectors``,
+:mod:`verl_ext.recipe_tables`) are inserted after the command line's choices (:func:`recipe_argv`), so the user's
+later overrides win and ``--cfg job`` prints what trains.
+
 Every run also logs to verl's ``file`` logger (added to ``trainer.logger`` when missing): the per-step
 metrics, validation included, go to ``<trainer.default_local_dir>/metrics/from_step_<S>.<time>.jsonl``,
 one file per run (see :mod:`verl_ext.trainer.records`).
@@ -103,6 +107,17 @@ def cpu_argv(args: list[str]) -> list[str]:
     return [python, "-m", "verl_ext.main", *flags, *cpu_overrides(rollout=rollout), *overrides]
 
 
+def recipe_argv(args: list[str]) -> list[str]:
+    """The command line with the rows of the recipe its ``--config-dir`` holds (:func:`verl_ext.recipe_tables.
+    with_tables`) after the choices they are keyed by."""
+    from hydra._internal.utils import get_args_parser  # the parser @hydra.main reads sys.argv with
+
+    from verl_ext.recipe_tables import with_tables
+
+    config_dir = get_args_parser().parse_known_args(args)[0].config_dir
+    return with_tables(config_dir, args)
+
+
 def main() -> None:
     check_verl_version()
     if CPU_FLAG in sys.argv[1:]:
@@ -111,6 +126,11 @@ def main() -> None:
         argv = cpu_argv(sys.argv[1:])
         sys.stdout.flush()
         os.execvpe(argv[0], argv, {**os.environ, **cpu_env()})
+    try:
+        sys.argv[1:] = recipe_argv(sys.argv[1:])
+    except ValueError as e:  # a choice the recipe has no row for
+        print(f"verl_ext.main: {e}", file=sys.stderr)
+        sys.exit(2)
     _hydra_main()
 
 

@@ -1,9 +1,9 @@
 # Sourced by the ADS launchers: `ads_train SETTING [OBJECTIVE [SELECTOR]] [Hydra overrides...]` runs
 #   python -m verl_ext.main --config-dir recipes +ads=SETTING <paths, cluster size> +objective=OBJECTIVE \
-#     selector=SELECTOR <the recipe's settings for both> "$@"
+#     selector=SELECTOR "$@"   (verl_ext.main adds the recipe's settings for both: verl_ext/recipe_tables.py)
 # OBJECTIVE: grpo (default) | dapo | gspo (verl_ext/config/objective); SELECTOR: ads (default) | ads_no_inter |
 # ads_no_intra | uniform (the objective alone) | dots (DOTS+RR: recipe.selectors.dots brings its replay filter and its fresh batch).
-# The settings for both come from recipes/ads/SETTING.yaml (and _common.yaml): the leaves of
+# python -m verl_ext.main adds the settings for both from recipes/ads/SETTING.yaml (and _common.yaml): the leaves of
 # recipe.objectives.OBJECTIVE (algorithm.use_kl_in_reward=true, the code's KL in the reward, which the objective
 # presets turn off; DAPO: data_selection.prefilters=[], no dynamic sampling) and, as selector.*, those of
 # recipe.selectors.SELECTOR. They come before the user's overrides, which win. The rollout filter is the recipe's

@@ -37,7 +37,7 @@ case "${SWEEP:-}" in
     done ;;
   buffer)
     for objective in ${OBJECTIVES:-grpo}; do
-      default_buffer="$(cbs_recipe_overrides "$setting" "$objective" cbs --value buffer_size)"
+      default_buffer="$(cbs_filter_value "$setting" "$objective" cbs buffer_size)"
       for buffer in ${BUFFERS:-1024 2048 3072 4096 5120}; do
         if [[ "$buffer" == "$default_buffer" ]]; then
           run "$objective-cbs" "$objective" cbs "$@"

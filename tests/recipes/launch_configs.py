@@ -85,15 +85,18 @@ def training_commands(script: str, args: tuple[str, ...], env: dict[str, str]) -
 
 
 def main_args(args: list[str], env: dict[str, str]) -> tuple[Path, list[str]]:
-    """``(--config-dir, overrides)`` of a ``python -m verl_ext.main`` command line run in the launcher's ``env``,
-    ``--cpu`` expanded as :func:`verl_ext.main.cpu_argv` does (at fp32 and 2 threads: machine-independent)."""
+    """``(--config-dir, overrides)`` that ``python -m verl_ext.main ARGS`` composes in the launcher's ``env``:
+    ``--cpu`` expanded as :func:`verl_ext.main.cpu_argv` does (at fp32 and 2 threads: machine-independent), then
+    the recipe's rows inserted (:func:`verl_ext.main.recipe_argv`)."""
     from verl_ext.cpu import cpu_overrides, split_hydra_flags, vllm_rollout
+    from verl_ext.main import recipe_argv
 
     flags, overrides = split_hydra_flags([a for a in args if a != "--cpu"])
     if "--cpu" in args:
         preset = cpu_overrides({}, num_threads=2, precision="fp32", rollout=vllm_rollout.requested_rollout(overrides),
                                ray_address=env.get("RAY_ADDRESS", ""))
         overrides = [*preset, *overrides]
+    flags, overrides = split_hydra_flags(recipe_argv([*flags, *overrides]))
     if flags[:1] != ["--config-dir"] or len(flags) != 2:
         raise ValueError(f"expected --config-dir DIR before the overrides, got {flags}")
     return Path(flags[1]), overrides

@@ -66,11 +66,15 @@ def launch(group: str, script: str, *args: str, timeout: int = 120, **env: str):
 
 
 def commands(proc) -> list[list[str]]:
-    """The commands a ``DRY_RUN=1`` launcher printed (:func:`launch`), one word list per line, shell-unquoted."""
+    """The commands a ``DRY_RUN=1`` launcher printed (:func:`launch`), one word list per line, shell-unquoted; a
+    ``python -m verl_ext.main`` command as it runs, the recipe's rows inserted (:func:`verl_ext.main.recipe_argv`)."""
     import shlex
 
+    from verl_ext.main import recipe_argv
+
     assert proc.returncode == 0, proc.stderr
-    return [shlex.split(line) for line in proc.stdout.splitlines()]
+    lines = [shlex.split(line) for line in proc.stdout.splitlines()]
+    return [w[:3] + recipe_argv(w[3:]) if w[1:3] == ["-m", "verl_ext.main"] else w for w in lines]
 
 
 def rollout_budget(cfg) -> int:
