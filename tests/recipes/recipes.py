@@ -7,20 +7,27 @@ from hydra import compose, initialize_config_dir
 from verl_ext.cpu import project_root
 
 ROOT = Path(project_root())
+CONFIG_DIR, CONFIG_NAME = ROOT / "verl_ext" / "config", "verl_ext_trainer"
 RECIPES, SCRIPTS = ROOT / "recipes", ROOT / "scripts"
 
 
 def compose_recipe(group: str, setting: str, *overrides: str, recipes: Path = RECIPES):
     """What ``python -m verl_ext.main --config-dir recipes +GROUP=SETTING OVERRIDES`` composes, with the
     start-up check of the recipe's keys (typos, mandatory ``???`` values)."""
-    from verl_ext.trainer.startup_checks import check_recipe_keys, recipe_chain
+    from verl_ext.trainer.startup_checks import check_recipe_keys, composed_recipe
 
     search = f"hydra.searchpath=[pkg://verl.trainer.config,file://{recipes}]"
-    files, choices = recipe_chain(recipes / group / f"{setting}.yaml")
-    with initialize_config_dir(config_dir=str(ROOT / "verl_ext" / "config"), version_base=None):
-        cfg = compose("verl_ext_trainer", overrides=[search, f"+{group}={setting}", *overrides])
-        check_recipe_keys(compose("verl_ext_trainer", overrides=[search, *choices]), files, overrides)
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
+        cfg = compose(CONFIG_NAME, overrides=[search, f"+{group}={setting}", *overrides])
+        files, choices = composed_recipe(CONFIG_NAME, [search, f"+{group}={setting}", *overrides], [recipes])
+    check_recipe_keys(_base(tuple(choices)), files, overrides)
     return cfg
+
+
+def _base(choices: tuple[str, ...]):
+    """The config composed with the axes' choices alone (what a recipe's keys are checked against)."""
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
+        return compose(CONFIG_NAME, overrides=list(choices))
 
 
 def check_recipe(cfg) -> None:

@@ -134,54 +134,56 @@ def recipe_values(path: str | os.PathLike) -> dict[str, object]:
 
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "config"  # verl_ext_trainer.yaml and its groups
+AXES = ("selector", "allocator", "rollout_filter")  # the groups of verl_ext_trainer.yaml's defaults list
 
 
-def recipe_chain(path: str | os.PathLike) -> tuple[list[Path], list[str]]:
-    """The recipe file with the files it includes through ``defaults`` (``_common`` of its group, an absolute
-    ``/preset/cpu_small`` of verl_ext/config), and the group choices it overrides (``override /selector:
-    bots`` -> ``selector=bots``)."""
-    path = Path(path)
-    data = yaml.safe_load(path.read_text()) or {}
+def _config_file(config_path: str, dirs: Iterable[Path]) -> Path | None:
+    return next((d / f"{config_path}.yaml" for d in dirs if (d / f"{config_path}.yaml").is_file()), None)
+
+
+def composed_recipe(config_name: str, overrides: Iterable[str], recipe_dirs: Iterable[Path]) -> tuple[list[Path],
+                                                                                                    list[str]]:
+    """From the defaults tree Hydra composes for ``overrides`` (the running app's, or :func:`hydra.initialize`'s
+    search path): the recipe's files (each group option found in ``recipe_dirs`` and the configs its defaults
+    list brings in, such as ``_common`` or ``/preset/cpu_small``, includes first) and the axes' choices
+    (``selector=ads``) to compose the config without them."""
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.types import RunMode
+
+    recipe_dirs = [Path(d) for d in recipe_dirs]
+    tree = GlobalHydra.instance().config_loader().compute_defaults_list(
+        config_name, list(overrides), RunMode.RUN).defaults_tree
+    primary = next(c for c in tree.children if not getattr(c, "node", c).get_config_path().startswith("hydra/"))
+
+    def node(entry):  # a tree entry is a DefaultsTreeNode (with children) or a leaf InputDefault
+        return getattr(entry, "node", entry)
+
+    def included(entry) -> list[Path]:
+        children = [c for c in getattr(entry, "children", None) or [] if not node(c).is_self()]
+        own = _config_file(node(entry).get_config_path(), [*recipe_dirs, CONFIG_DIR])
+        return [f for c in children for f in included(c)] + ([own] if own else [])
+
     files, choices = [], []
-    for entry in data.get("defaults", []) or []:
-        if isinstance(entry, str) and entry != "_self_":
-            where = CONFIG_DIR / entry[1:] if entry.startswith("/") else path.parent / entry
-            more_files, more_choices = recipe_chain(where.with_name(f"{where.name}.yaml"))
-            files, choices = files + more_files, choices + more_choices
-        elif isinstance(entry, Mapping):
-            for key, value in entry.items():
-                if str(key).startswith("override "):
-                    choices.append(f"{str(key)[len('override '):].strip().lstrip('/')}={value}")
-    return files + [path], choices
-
-
-def hydra_recipe_files() -> list[Path]:
-    """The recipe files of the running Hydra app: group choices found in a ``--config-dir`` directory."""
-    from hydra.core.hydra_config import HydraConfig
-
-    hc = HydraConfig.get()
-    dirs = [Path(s.path) for s in hc.runtime.config_sources if s.provider == "command-line" and s.schema == "file"]
-    files = []
-    for group, option in hc.runtime.choices.items():
-        for d in dirs:
-            if option and (d / group / f"{option}.yaml").is_file():
-                files.append(d / group / f"{option}.yaml")
-    return files
+    for entry in primary.children or []:
+        default = node(entry)
+        if _config_file(default.get_config_path(), recipe_dirs) is not None:
+            files += included(entry)
+        elif default.get_group_path() in AXES:
+            choices.append(f"{default.get_group_path()}={default.get_name()}")
+    return files, choices
 
 
 def check_hydra_recipes(config) -> None:
-    """:func:`check_recipe_keys` for the running Hydra app (``python -m verl_ext.main``)."""
+    """:func:`check_recipe_keys` for the running Hydra app (``python -m verl_ext.main``): the recipe files of
+    ``--config-dir`` its defaults tree holds, against the config composed with the axes' choices alone."""
     from hydra import compose
     from hydra.core.hydra_config import HydraConfig
 
     hc = HydraConfig.get()
-    files, choices = [], []
-    for recipe in hydra_recipe_files():
-        more_files, more_choices = recipe_chain(recipe)
-        files, choices = files + more_files, choices + more_choices
+    dirs = [Path(s.path) for s in hc.runtime.config_sources if s.provider == "command-line" and s.schema == "file"]
+    files, choices = composed_recipe(hc.job.config_name, hc.overrides.task, dirs)
     if files:
-        base = compose(config_name=hc.job.config_name, overrides=choices)
-        check_recipe_keys(base, files, hc.overrides.task)
+        check_recipe_keys(compose(config_name=hc.job.config_name, overrides=choices), files, hc.overrides.task)
 
 
 def _unknown(base, key: str) -> tuple[str, list[str]] | None:
