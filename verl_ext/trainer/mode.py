@@ -13,16 +13,17 @@ Only small methods of ``PPOTrainerSync`` are overridden (``trainer/ppo/v1/traine
 ``_step_once``                         waits for the prompts this step submitted (verl: ``train_batch_size``)
 ``_balance_batch`` /                   pad to the mini-batch plan of the real rollouts (micro-batch
 ``_get_required_batch_multiple``       multiples per rank, padding spread; :mod:`verl_ext.trainer.batching`)
-``_compute_advantage``                 after verl's advantages: ``update`` of selector and allocator,
-                                       rollout filter ``select`` (a replaying filter: stored rollouts
-                                       re-inserted under fresh keys, this step's kept in the replay store),
-                                       ``data_selection/*`` metrics
+``_compute_advantage``                 the step's data selection, after verl's advantages: the rollouts read
+                                       (``_read_rollouts``), ``update`` of selector and allocator, rollout
+                                       filter ``select`` (a replaying filter: stored rollouts re-inserted
+                                       under fresh keys, this step's kept in the replay store),
+                                       ``data_selection/*`` metrics (``_learn_and_filter``)
 ``_update_critic`` / ``_update_actor`` the filtered and replayed rollouts only (none: the actor update is
                                        skipped), mini-batches of the plan, per-sample clip fraction /
-                                       entropy -> ``filter.observe_update`` (replayed rows' entropy
-                                       re-measured by this step's policy when the filter needs it and the
-                                       update computes none); a ``decoupled`` replay correction recomputes
-                                       the replayed rows' old log-probs first
+                                       entropy -> ``filter.observe_update``; before it, one no-grad pass
+                                       recomputes the replayed rows' old log-probs (``decoupled``
+                                       correction) and/or their entropy (a filter that needs it, with an
+                                       update that computes none)
 ``_save_checkpoint`` / ``_load_checkpoint``  component state in ``global_step_N/data_selection.pt``, the
                                        replay store in ``global_step_N/replay_store.pt``
 ``on_init_end``                        installs the per-sample loss; per-run metrics file
