@@ -23,7 +23,8 @@ for the summary, ``--ref-fraction`` become reference candidates, the rest querie
 measure are left out (counted); a row no policy measured is an error.
 
 **Training** [authors' code]: :func:`verl_ext.axes.dots_predictor.train_adapter` with their settings as defaults
-(``adaptive_difficulty_prediction/run_bash/run_train.sh``), then :func:`~verl_ext.axes.dots_predictor.save_adapter`.
+(``adaptive_difficulty_prediction/run_bash/run_train.sh``) on ``--device`` (auto: cuda when visible), then
+:func:`~verl_ext.axes.dots_predictor.save_adapter` (CPU tensors).
 **Summary** (``--summary``, default ``OUT_STEM.json``): rows, policies, split, settings and, on the training queries
 and the held-out prompts, each policy's prompts predicted from ``--ref-size`` reference candidates drawn with seeds
 1-5 as the authors' evaluation (``train.py`` ``evaluate_test_groups``; ``load_data.py:53-73``): BCE and mean absolute
@@ -57,6 +58,13 @@ class PassRateTable:
     index: np.ndarray
     pass_rate: np.ndarray
     columns: tuple[str, ...]
+
+
+def resolve_device(device: str) -> str:
+    """``auto``: cuda when visible, else cpu."""
+    import torch
+
+    return ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
 
 
 def _missing(value) -> bool:
@@ -135,7 +143,6 @@ def question_embeddings(path: str | Path, index: np.ndarray, model: str, batch_s
     from tqdm import tqdm
     from transformers import AutoModel, AutoTokenizer
 
-    from data_prep.ads.model_passes import pick_device
     from data_prep.ads.texts import question_of
     from data_prep.generation import resolve_model
 
@@ -146,7 +153,7 @@ def question_embeddings(path: str | Path, index: np.ndarray, model: str, batch_s
         if not text:
             raise DataError(path, r, "prompt", "empty prompt: no user message text to embed")
         questions.append(text)
-    device, _ = pick_device(device, "fp32")
+    device = resolve_device(device)
     local = resolve_model(model)
     tokenizer = AutoTokenizer.from_pretrained(local)
     tokenizer.padding_side = "right"
@@ -231,6 +238,8 @@ def run(input_path: str, out: str, columns: list[str], options: Options, *, embe
         model: str | None = None, summary_path: str | None = None, embeddings_out: str | None = None,
         embed_batch_size: int = 16, device: str = "auto") -> dict:
     """Load, split, train, save the adapter and the summary; returns the summary."""
+    import torch
+
     from verl_ext.axes.dots_predictor import AdapterShape, save_adapter, train_adapter
 
     t0 = time.time()
@@ -261,9 +270,12 @@ def run(input_path: str, out: str, columns: list[str], options: Options, *, embe
                          f"{len(split['ref'])} reference candidates (--ref-fraction {options.ref_fraction}) and "
                          f"{len(split['query'])} queries: need >= --ref-size {options.ref_size} candidates and a query")
     shape = AdapterShape(emb.shape[1], hidden_size=options.hidden_size, num_layers=options.num_layers)
-    adapter = train_adapter(emb, table.pass_rate, split["query"], split["ref"], shape, ref_size=options.ref_size,
-                            batch_size=options.batch_size, epochs=options.epochs, lr=options.lr,
-                            warmup_steps=options.warmup_steps, seed=options.seed)
+    device = resolve_device(device)
+    with torch.device(device):  # train_adapter's tensors and model are made on the default device
+        adapter = train_adapter(emb, table.pass_rate, split["query"], split["ref"], shape, ref_size=options.ref_size,
+                                batch_size=options.batch_size, epochs=options.epochs, lr=options.lr,
+                                warmup_steps=options.warmup_steps, seed=options.seed)
+    adapter = adapter.cpu()
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     save_adapter(adapter, out)
     summary = {
@@ -277,7 +289,8 @@ def run(input_path: str, out: str, columns: list[str], options: Options, *, embe
         "train": evaluate(adapter, emb, table.pass_rate, split["query"], split["ref"], options.ref_size),
         "held_out": (evaluate(adapter, emb, table.pass_rate, split["held_out"], split["ref"], options.ref_size)
                      if len(split["held_out"]) else None),
-        "settings": asdict(options), "eval_seeds": list(EVAL_SEEDS), "total_s": round(time.time() - t0, 2),
+        "settings": asdict(options), "eval_seeds": list(EVAL_SEEDS), "device": device,
+        "total_s": round(time.time() - t0, 2),
     }
     summary_file = Path(summary_path or f"{stem}.json")
     summary_file.write_text(json.dumps(summary, indent=2) + "\n")
@@ -295,7 +308,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", help="compute the embeddings: path, hub id, embedded or embedded:K")
     parser.add_argument("--embeddings-out", help="--model: the table written (default OUT_STEM.embeddings.npy)")
     parser.add_argument("--embed-batch-size", type=int, default=16)
-    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
+                        help="training and --model's pass (auto: cuda when visible)")
     parser.add_argument("--summary", help="default OUT_STEM.json")
     for name, value in asdict(d).items():
         parser.add_argument(f"--{name.replace('_', '-')}", type=type(value), default=value, help=f"default {value}")
