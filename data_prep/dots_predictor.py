@@ -16,9 +16,9 @@ states over the tokens of the prompt's question, as the authors' ``adaptive_diff
 (:72-109; [decision] right padding, so every prompt keeps its position ids) and written as such a table
 (``--embeddings-out``, default ``OUT_STEM.embeddings.npy``). The run needs the same table as ``embedding_file``.
 
-**Split** [decision]: the authors' code leaves it to the user (``adaptive_difficulty_prediction/load_data.py:15-51``:
-``data_train.pkl`` for queries and ``data_ref.pkl`` for reference candidates, prepared apart; README step 1). Here
-the prompts measured by every policy are shuffled (``--split-seed``): ``--held-out-fraction`` of them are held out
+**Split** [decision]: the authors' code (ASTRAL-Group/data-efficient-llm-rl @ 59df918) leaves it to the user
+(``adaptive_difficulty_prediction/load_data.py:15-51``: ``data_train.pkl`` for queries and ``data_ref.pkl`` for
+reference candidates, prepared apart; README step 1). Here the prompts measured by every policy are shuffled (``--split-seed``): ``--held-out-fraction`` of them are held out
 for the summary, ``--ref-fraction`` become reference candidates, the rest queries. Rows that some policies did not
 measure are left out (counted); a row no policy measured is an error.
 
@@ -80,7 +80,6 @@ def load_pass_rates(path: str | Path, columns: list[str]) -> PassRateTable:
     if not rows:
         raise DataError(path, None, "<rows>", "no rows")
     index, table, seen = [], np.full((len(columns), len(rows)), np.nan), {}
-    present = set()
     for r, row in enumerate(rows):
         info = row.get("extra_info")
         if not isinstance(info, dict):
@@ -95,17 +94,15 @@ def load_pass_rates(path: str | Path, columns: list[str]) -> PassRateTable:
         index.append(int(key))
         for p, column in enumerate(columns):
             value = info.get(column)
-            if column in info:
-                present.add(column)
             if _missing(value):
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
                 raise DataError(path, r, f"extra_info.{column}", f"must be a number in [0, 1] or null, got {value!r}")
             table[p, r] = value
-    for column in columns:
-        if column not in present:
-            raise DataError(path, None, f"extra_info.{column}", "no row has this pass-rate column (have: "
-                            f"{sorted(set().union(*(row['extra_info'] for row in rows)))})")
+    for p, column in enumerate(columns):
+        if np.all(np.isnan(table[p])):
+            raise DataError(path, None, f"extra_info.{column}", "no row has a value in this pass-rate column "
+                            f"(extra_info has: {sorted(set().union(*(row['extra_info'] for row in rows)))})")
     unmeasured = np.flatnonzero(np.all(np.isnan(table), axis=0))
     if len(unmeasured):
         r = int(unmeasured[0])

@@ -85,7 +85,7 @@ def test_bad_input_fails_naming_file_row_and_field(tmp_path, capsys):
         return capsys.readouterr().err
 
     err = error("--input", str(path), "--pass-rate-columns", "pass_a", "pass_z", "--embeddings", str(emb_file))
-    assert "field 'extra_info.pass_z'" in err and "no row has this pass-rate column" in err
+    assert "field 'extra_info.pass_z'" in err and "no row has a value in this pass-rate column" in err
     bad, _, _, _, _ = table(tmp_path, holes=[(0, 7), (1, 7), (2, 7), (1, 9)], name="holes.parquet")  # row 7: none
     err = error("--input", str(bad), "--pass-rate-columns", *COLUMNS, "--embeddings", str(emb_file))
     assert "holes.parquet, row 7" in err and "extra_info.index 22" in err and "no policy measured" in err
