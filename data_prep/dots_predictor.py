@@ -18,9 +18,10 @@ states over the tokens of the prompt's question, as the authors' ``adaptive_diff
 
 **Split** [decision]: the authors' code (ASTRAL-Group/data-efficient-llm-rl @ 59df918) leaves it to the user
 (``adaptive_difficulty_prediction/load_data.py:15-51``: ``data_train.pkl`` for queries and ``data_ref.pkl`` for
-reference candidates, prepared apart; README step 1). Here the prompts measured by every policy are shuffled (``--split-seed``): ``--held-out-fraction`` of them are held out
-for the summary, ``--ref-fraction`` become reference candidates, the rest queries. Rows that some policies did not
-measure are left out (counted); a row no policy measured is an error.
+reference candidates, prepared apart; README step 1). Here the prompts measured by every policy are shuffled
+(``--split-seed``): ``--held-out-fraction`` of them are held out for the summary, ``--ref-fraction`` become reference
+candidates, the rest queries. Rows that some policies did not measure are left out (counted); a row no policy
+measured is an error.
 
 **Training** [authors' code]: :func:`verl_ext.axes.dots_predictor.train_adapter` with their settings as defaults
 (``adaptive_difficulty_prediction/run_bash/run_train.sh``) on ``--device`` (auto: cuda when visible), then
