@@ -17,7 +17,7 @@ import json
 import shlex
 from pathlib import Path
 
-from tests.recipes.recipes import ROOT, commands, launch
+from tests.recipes.recipes import ROOT, cached_config_files, commands, launch
 
 FIXTURE = ROOT / "tests" / "fixtures" / "launch_configs.json"
 KEPT_DIR = ROOT / "tests" / "fixtures" / "launch_configs"
@@ -110,7 +110,7 @@ def composed_yaml(args: list[str], env: dict[str, str]) -> str:
 
     config_dir, overrides = main_args(args, env)
     search = f"hydra.searchpath=[pkg://verl.trainer.config,file://{config_dir}]"
-    with initialize_config_dir(config_dir=str(ROOT / "verl_ext" / "config"), version_base=None):
+    with cached_config_files(), initialize_config_dir(config_dir=str(ROOT / "verl_ext" / "config"), version_base=None):
         cfg = compose("verl_ext_trainer", overrides=[search, *overrides])
     return OmegaConf.to_yaml(cfg, resolve=True).replace(str(ROOT), "<root>").replace(CACHE, "<cache>")
 

@@ -1,5 +1,7 @@
 """Shared by the recipe tests: compose a recipe as the launchers do, and run the checks training runs."""
 
+import contextlib
+import functools
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
@@ -14,20 +16,72 @@ RECIPES, SCRIPTS = ROOT / "recipes", ROOT / "scripts"
 def compose_recipe(group: str, setting: str, *overrides: str, recipes: Path = RECIPES):
     """What ``python -m verl_ext.main --config-dir recipes +GROUP=SETTING OVERRIDES`` composes, with the
     start-up check of the recipe's keys (typos, mandatory ``???`` values)."""
-    from verl_ext.trainer.startup_checks import check_recipe_keys, composed_recipe
+    from verl_ext.trainer.startup_checks import check_recipe_keys
 
     search = f"hydra.searchpath=[pkg://verl.trainer.config,file://{recipes}]"
-    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
+    with cached_config_files(), initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
         cfg = compose(CONFIG_NAME, overrides=[search, f"+{group}={setting}", *overrides])
-        files, choices = composed_recipe(CONFIG_NAME, [search, f"+{group}={setting}", *overrides], [recipes])
-    check_recipe_keys(_base(tuple(choices)), files, overrides)
+    groups = {p.name for d in (CONFIG_DIR, recipes) for p in d.iterdir() if p.is_dir()}
+    chosen = tuple(o for o in overrides if "=" in o and o.split("=", 1)[0].lstrip("+~") in groups)
+    files, choices = _recipe_parts(recipes, f"+{group}={setting}", *chosen)
+    check_recipe_keys(_base(choices), files, overrides)
     return cfg
 
 
+@functools.cache
+def _recipe_parts(recipes: Path, *choices: str) -> tuple[tuple[Path, ...], tuple[str, ...]]:
+    """:func:`verl_ext.trainer.startup_checks.composed_recipe` for the recipe and the group choices (the rest of a
+    command line does not change them)."""
+    from verl_ext.trainer.startup_checks import composed_recipe
+
+    search = f"hydra.searchpath=[pkg://verl.trainer.config,file://{recipes}]"
+    with cached_config_files(), initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
+        files, base = composed_recipe(CONFIG_NAME, [search, *choices], [recipes])
+    return tuple(files), tuple(base)
+
+
+@functools.cache
 def _base(choices: tuple[str, ...]):
-    """The config composed with the axes' choices alone (what a recipe's keys are checked against)."""
-    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
+    """The config composed with the axes' choices alone (what a recipe's keys are checked against; read only)."""
+    with cached_config_files(), initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
         return compose(CONFIG_NAME, overrides=list(choices))
+
+
+@contextlib.contextmanager
+def cached_config_files():
+    """Hydra reads each config file once per test session instead of once per composition (most of a
+    composition's time is parsing verl's YAML): every load returns a copy of the first, keyed by the file (and its
+    modification time, for tests that edit a copied recipe)."""
+    from hydra._internal.config_repository import ConfigRepository
+
+    patched = ConfigRepository.load_config is not _load_config_cached
+    if patched:
+        _LOADS["load"] = ConfigRepository.load_config
+        ConfigRepository.load_config = _load_config_cached
+    try:
+        yield
+    finally:
+        if patched:
+            ConfigRepository.load_config = _LOADS["load"]
+
+
+_LOADS: dict = {}
+
+
+def _load_config_cached(self, config_path: str):
+    import copy
+    import os
+
+    from hydra.core.object_type import ObjectType
+
+    source = self._find_object_source(config_path=config_path, object_type=ObjectType.CONFIG)
+    if source is None:
+        return _LOADS["load"](self, config_path)
+    modified = os.stat(f"{source.path}/{config_path}.yaml").st_mtime_ns if source.scheme() == "file" else None
+    key = (source.path, config_path, modified)
+    if key not in _LOADS:
+        _LOADS[key] = _LOADS["load"](self, config_path)
+    return copy.deepcopy(_LOADS[key])
 
 
 def check_recipe(cfg) -> None:
