@@ -169,6 +169,7 @@ def test_a_short_grid_writes_tables_claims_and_plots_byte_identical_per_seed(tmp
     assert "ms_per_step" in (tmp_path / "a" / "timings.json").read_text()
     assert main(["--from-results", str(tmp_path / "a" / "results.json"), "--out", str(tmp_path / "again")]) == 0
     assert (tmp_path / "again" / "claims.md").read_text() == claims
+    assert (tmp_path / "again" / "tables.md").read_text() == tables
 
 
 def test_verdicts_have_an_equivalence_margin_and_t_intervals():

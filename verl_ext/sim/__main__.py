@@ -72,11 +72,13 @@ def load(path: Path) -> tuple[dict, dict, str, dict]:
     saved = json.loads(path.read_text())
     g = saved["grid"]
     run_as = studies(g["steps_scale"], g["tasks"], **g["set"], full=g["full"])
-    records = {w: {k: {s.name: dict(sorted((int(seed), r) for seed, r in by_setting[s.name].items()))
-                       for s in run_as[k].settings} for k, by_setting in by_study.items()}
-               for w, by_study in saved["records"].items()}  # settings in the grid's order, seeds in order
-    first = next(iter(records.values()))
-    return records, {k: run_as[k] for k in first}, saved["header"], g
+    saved_records = saved["records"]
+    worlds = [w for w in PRESETS if w in saved_records]
+    studies_run = [k for k in run_as if k in saved_records[worlds[0]]]
+    records = {w: {k: {s.name: dict(sorted((int(seed), r) for seed, r in saved_records[w][k][s.name].items()))
+                       for s in run_as[k].settings} for k in studies_run}
+               for w in worlds}  # worlds, studies and settings in the grid's order, seeds in order
+    return records, {k: run_as[k] for k in studies_run}, saved["header"], g
 
 
 def render(records: dict, grid: dict, header: str, tasks: int, seed: int, out: Path) -> None:
