@@ -60,7 +60,8 @@ bench: $(STAMP) $(VLLM_STAMP)
 	$(PY) -m verl_ext.bench
 
 # Every selector, allocator and filter on a simulated learner at paper scale (verl_ext/sim; README "Simulation"):
-# tables, claims and plots in outputs/sim/. SIM_ARGS="--seeds 8 --studies bots cbs" and so on (see --help).
+# tables, claims and plots in outputs/sim/. SIM_ARGS="--studies bots --worlds base --seeds 8"; --full adds the sweeps
+# and the composition study (see --help).
 simulate: $(STAMP)
 	$(PY) -m verl_ext.sim $(SIM_ARGS)
 
