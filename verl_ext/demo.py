@@ -138,12 +138,15 @@ def print_steps(run: str | Path, after: int = 0) -> int:
     return new[-1] if new else after
 
 
-def train(out: Path, warm: str, pool_ref: Path, heldout: Path, args, extra: list[str]) -> tuple[int, Path]:
-    """Run the trainer (output to ``<out>/trainer.log``) and print a line per step as it lands."""
+def train(out: Path, warm: str, pool_ref: Path, heldout: Path, args, extra: list[str],
+          method: tuple[str, ...] = METHOD) -> tuple[int, Path]:
+    """Run the trainer with ``method``'s components (output to ``<out>/trainer.log``) and print a line per step as
+    it lands."""
     run = out / "run"
     shutil.rmtree(run, ignore_errors=True)
+    out.mkdir(parents=True, exist_ok=True)
     command = [
-        sys.executable, "-m", "verl_ext.main", "--cpu", "+preset=cpu_small", *METHOD,
+        sys.executable, "-m", "verl_ext.main", "--cpu", "+preset=cpu_small", *method,
         f"data.train_files={pool_ref}", f"data.val_files={heldout}", f"data.train_batch_size={args.tasks}",
         f"data_selection.rollout_budget={args.budget}", f"data.max_response_length={args.response_length}",
         f"data.seed={args.seed}", f"actor_rollout_ref.model.path={warm}", f"actor_rollout_ref.actor.optim.lr={args.lr}",
@@ -153,7 +156,7 @@ def train(out: Path, warm: str, pool_ref: Path, heldout: Path, args, extra: list
         *extra,
     ]
     log = out / "trainer.log"
-    print(f"training: {' '.join(METHOD + tuple(extra))}, {args.steps} steps of {args.tasks} tasks / "
+    print(f"training: {' '.join(method + tuple(extra))}, {args.steps} steps of {args.tasks} tasks / "
           f"{args.budget} rollouts\n  verl's output: {log}\n  (Ray and the workers start first: about a minute)",
           flush=True)
     printed = 0

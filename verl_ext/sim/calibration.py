@@ -152,7 +152,7 @@ def real_runs(out: Path, steps: int, seeds: list[int], train: bool) -> Series:
             run_out = out / "real" / name / f"seed_{seed}"
             if train:
                 args, _ = demo.parse_args(["--steps", str(steps), "--seed", str(seed), "--eval-tasks", "0"])
-                code, _ = demo.train(run_out, *inputs, args, [*overrides])
+                code, _ = demo.train(run_out, *inputs, args, [], method=overrides)
                 if code != 0:
                     raise SystemExit(f"the trainer failed for {name} seed {seed} (log: {run_out / 'trainer.log'})")
             series[name][seed] = series_of_dumps(read_dumps(run_out / "run"))
