@@ -135,7 +135,8 @@ def commands(proc) -> list[list[str]]:
 
     assert proc.returncode == 0, proc.stderr
     lines = [shlex.split(line) for line in proc.stdout.splitlines()]
-    return [w[:3] + recipe_argv(w[3:]) if w[1:3] == ["-m", "verl_ext.main"] else w for w in lines]
+    with cached_config_files():
+        return [w[:3] + recipe_argv(w[3:]) if w[1:3] == ["-m", "verl_ext.main"] else w for w in lines]
 
 
 def rollout_budget(cfg) -> int:
