@@ -112,7 +112,8 @@ def check_scripts(scripts) -> None:
 # Launcher settings a developer's shell may hold; a DRY_RUN test must not see them.
 LAUNCHER_ENV = ("DATA_DIR", "OUT_DIR", "NNODES", "GPUS_PER_NODE", "RAY_ADDRESS", "MODEL_PATH", "EXPERIMENT_NAME", "SWEEP",
                 "SETTINGS", "OBJECTIVES", "FILTERS", "SELECTORS", "BUFFERS", "BASELINES", "ALLOCATORS", "BUDGETS", "DOTS",
-                "FORCE", "ALLOW_OVERLAP", "NUM_LAYERS", "POOL")
+                "FORCE", "ALLOW_OVERLAP", "NUM_LAYERS", "POOL", "DOTS_PREDICTOR", "DOTS_POLICIES", "DOTS_N",
+                "DOTS_MAX_NEW_TOKENS", "SFT_MIX")
 
 
 def launch(group: str, script: str, *args: str, timeout: int = 120, **env: str):
