@@ -1,4 +1,5 @@
-"""``python -m verl_ext.rft``: verifier-filtered self-training (RFT, SPEC.md §5, shared/papers/004 §3.4) in one command.
+"""``python -m verl_ext.rft``: verifier-filtered self-training (RFT; Yan, "Progress-Aware Prompt Sampling",
+CS224R, §3.4) in one command.
 
     python -m verl_ext.rft --model CKPT --train TRAIN.parquet --sft SFT.parquet --test TEST.parquet \\
         --filter naive|clean --out OUT [--k 32] [--train-limit N] [--test-limit 200] [--max-new-tokens 1024] \\

@@ -1,4 +1,4 @@
-"""ADS: adaptive data scheduling (SPEC.md §4) over offline semantic clusters.
+"""ADS: adaptive data scheduling (Xu et al., arXiv 2606.22305, §3) over offline semantic clusters.
 
 Per cluster ``k`` (``K`` = the distinct ids of ``extra_info.<cluster_column>``): a success rate ``r_k``
 (0.5 at start, carried when not sampled), a draw probability ``p_k`` (1/K at start) and a boundary
@@ -53,7 +53,7 @@ PER_CLUSTER_METRICS_UP_TO = 64  # log cluster_prob/<cluster id> for every cluste
 
 @dataclass(frozen=True)
 class AdsSelectorConfig:
-    """ADS (SPEC.md §4); field comments give the paper's symbols."""
+    """ADS (§3.2-3.4, Eq. 4-7; defaults §4.1, Table 6); field comments give the paper's symbols."""
 
     name: str = "ads"
     clusters_per_step: int = 4  # clusters drawn per step, without replacement

@@ -1,4 +1,4 @@
-"""BOTS: Bayesian online task selection (SPEC.md §1), vectorised over the whole task pool.
+"""BOTS: Bayesian online task selection (the BOTS paper, §3.2-3.4), vectorised over the whole task pool.
 
 Per task a Beta posterior ``(alpha, beta)``. After every step all ``N`` posteriors decay towards the
 prior with forgetting ``λ`` and absorb evidence: explicit counts from the selected tasks' rollouts and,
@@ -25,7 +25,7 @@ import numpy as np
 from verl_ext.axes.base import TaskSelector
 from verl_ext.axes.types import StepResults, TaskPool
 
-CAPABILITY_EPS = 1e-6  # denominator guard of the interpolation coefficient (SPEC.md §1, step 2)
+CAPABILITY_EPS = 1e-6  # denominator guard of the interpolation coefficient (BOTS §3.3: "a small ε")
 # Thompson draws come from this many independent streams over fixed slices of the pool, so they are
 # the same whatever the number of threads that run them (threads only for pools of THREADED_FROM tasks).
 SAMPLING_STREAMS = 8
@@ -39,7 +39,7 @@ def _threads() -> ThreadPoolExecutor:
 
 @dataclass(frozen=True)
 class BotsSelectorConfig:
-    """BOTS (SPEC.md §1); field comments give the paper's symbols."""
+    """BOTS (§3.2-3.4, Eq. 1-5); field comments give the paper's symbols."""
 
     name: str = "bots"
     forgetting: float = 0.1  # λ: weight of the prior in every update; 0 = never forget
@@ -200,7 +200,7 @@ class BotsSelector(TaskSelector):
         self._metrics.update(metrics)
 
     def _implicit_estimates(self, positions: np.ndarray, observed: np.ndarray) -> np.ndarray:
-        """``p̃`` of every task from the capability ``ĉ`` updated on the batch (SPEC.md §1, steps 2-3)."""
+        """``p̃`` of every task from the capability ``ĉ`` updated on the batch (BOTS §3.3, Eq. 5)."""
         pw, span = self.weak[positions], self.span[positions]
         c = (observed.mean() - pw.mean()) / (span.mean() + CAPABILITY_EPS)  # mean(ps) - mean(pw) = mean(span)
         m = self.config.momentum

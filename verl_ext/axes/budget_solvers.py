@@ -1,5 +1,5 @@
 """Exact solvers of ``max Σ_i V_i(B_i)`` s.t. ``Σ B_i = total``, ``low <= B_i <= high`` for values with
-non-increasing marginal gains (SPEC.md §3), where greedy is optimal.
+non-increasing marginal gains (CoBA-RL, Yao et al., §2.4, Eq. 10, App. A), where greedy is optimal.
 
 * :func:`heap_allocate`: the paper's Algorithm 1 (reference): everyone starts at ``low``; one rollout
   at a time goes to the task with the largest marginal gain ``gain(i, b)`` (of its ``b+1``-th rollout)

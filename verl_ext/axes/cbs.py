@@ -1,4 +1,5 @@
-"""CBS and CBS* (SPEC.md §2, paper 001) as rollout filters around :mod:`verl_ext.axes.cbs_scheduler`.
+"""CBS and CBS* ("Contextual Rollout Bandits" paper, §4.3) as rollout filters around
+:mod:`verl_ext.axes.cbs_scheduler`.
 
 * ``cbs_star``: the candidates are this step's rollouts (pooled over groups), ``K = keep_fraction`` of them;
   usage, age and clip fraction are 0 and the entropy feature is the old-log-prob pass's.

@@ -1,4 +1,5 @@
-"""The CBS scheduler (SPEC.md §2, paper 001): a contextual bandit that scores rollouts and picks K of them.
+"""The CBS scheduler ("Contextual Rollout Bandits" paper, §4.1-4.2): a contextual bandit that scores rollouts and
+picks K of them.
 
 Framework-free: it sees a ``[candidates, 10]`` feature matrix (:data:`FEATURES`) and returns positions; the
 rollout filter that owns the candidates (this round's rollouts for CBS*, a replay buffer for CBS) builds
@@ -51,7 +52,8 @@ FEATURES = ("reward", "advantage", "group_mean", "group_std", "length_fraction",
 
 @dataclass(frozen=True)
 class CbsSchedulerConfig:
-    """SPEC.md §2 defaults (GRPO); DAPO / GSPO change ``epsilon_min`` and ``entropy_threshold``."""
+    """CBS App. D Table 4 defaults, GRPO rows (the mapping of that unlabeled table's columns is a [decision]);
+    DAPO / GSPO change ``epsilon_min`` and ``entropy_threshold``."""
 
     epsilon0: float = 1.0  # ε0; 1 = the warm-up is on-policy training
     epsilon_min: float = 0.2  # GRPO, DAPO; GSPO 0.005

@@ -1,5 +1,5 @@
-"""CoBA-RL: capability-oriented rollout budget allocation (SPEC.md §3), its static / heuristic
-baselines, and the official code's variant.
+"""CoBA-RL: capability-oriented rollout budget allocation (Yao et al., §2.3-2.4), its static / heuristic
+baselines (§3.4) and the official code's variant.
 
 Value of giving task ``i`` (pass rate ``p``, clipped to ``[p_min, p_max]``) ``B`` rollouts:
 ``V(B, p) = (1 - e^{-B p(1-p)/τ}) · BetaPDF(p; α_t, β_t)``. The Beta shape follows the model's
@@ -152,7 +152,7 @@ class CobaBaseConfig:
 
 @dataclass(frozen=True)
 class CobaAllocatorConfig(CobaBaseConfig):
-    """CoBA-RL (SPEC.md §3).
+    """CoBA-RL (§2.3, Eq. 5-9; heap greedy §2.4, Algorithm 1).
 
     **[decision]** ``tau = 7.5``: the paper never states τ (Appendix C lists only ``[B_low, B_up]``
     and κ); the official code moves τ with the batch's pass-rate variance, ``τ = 3 + 9·clip(Var/0.1667)``
@@ -268,7 +268,7 @@ class CobaAllocator(BudgetAllocator):
 # ---------------------------------------------------------------------------------------------- official code
 @dataclass(frozen=True)
 class CobaOfficialAllocatorConfig(CobaBaseConfig):
-    """CoBA-RL as the authors' code runs it (SPEC.md §3, "official-code behaviours"): ``failure``
+    """CoBA-RL as the authors' code runs it ([authors' code] github.com/Within-yao/CoBA-RL): ``failure``
     schedule; ``τ = tau_base + tau_scale·clip(Var(p)/variance_ref, 0, 1)`` over the explore set's pass
     rates clipped to ``[p_min, p_max]``; an all-unseen batch is split uniformly, unseen tasks in a mixed
     batch count as ``p = 0.5``; every task gets ``min_n``, the solver spreads a share of the spare budget

@@ -1,4 +1,4 @@
-"""Knapsack-RL budget allocation, CoBA-RL's main baseline (SPEC.md §3 baselines table).
+"""Knapsack-RL budget allocation (Li et al. 2025), the main baseline of CoBA-RL (Yao et al.) §3.1 / Table 1.
 
 Value of ``N`` rollouts for a task of pass rate ``p``: ``V(N, p) = (1 - p^N - (1-p)^N)·p(1-p)²``
 (probability of a non-degenerate group × information gain). Its marginal gain

@@ -1,5 +1,6 @@
-"""Progress-aware prompt sampling for Countdown (SPEC.md §5, shared/papers/004 §3.2-3.3): a bucket sampler driven
-by learning progress and within-prompt reward variance, and its prompt-level follow-up.
+"""Progress-aware prompt sampling for Countdown (Yan, "Progress-Aware Prompt Sampling", CS224R, §3.2-3.3,
+Eq. 3-9): a bucket sampler driven by learning progress and within-prompt reward variance, and its prompt-level
+follow-up.
 
 **Bucket sampler** (``selector=progress`` and its presets ``bucket_uniform``, ``empirical``, ``conservative``,
 ``density_ratio``, ``random_buckets``). Every prompt belongs to one bucket (``extra_info.<bucket_column>``: the
@@ -24,11 +25,11 @@ or their frequency in the training data (``prior=data``).
 **Prompt-level utility** (``selector=prompt_utility``): per prompt, the same short / long success EMAs, its last
 reward variance, its degenerate-group rate (groups with all-equal rewards / groups seen), its format-valid rate
 (rollouts with a well-formed answer / rollouts) and how often it was chosen; ``U = LP + variance − degenerate −
-invalid − oversampling`` with equal weights **[decision, SPEC §5]**, oversampling = ``max(0, times / expected −
-1)``, expected = prompts chosen so far / pool size. Unseen prompts keep their uniform prior; the batch is drawn
-without replacement from the same mixture (Gumbel top-k over ``log P``). Format validity comes from the step
-results' per-rollout ``format_valid`` flags when the trainer passes them, otherwise from the verifier score
-(Countdown: 0.0 = no usable ``<answer>``).
+invalid − oversampling`` with equal weights **[decision: the paper names the terms, not their weights]**,
+oversampling = ``max(0, times / expected − 1)``, expected = prompts chosen so far / pool size. Unseen prompts keep
+their uniform prior; the batch is drawn without replacement from the same mixture (Gumbel top-k over ``log P``).
+Format validity comes from the step results' per-rollout ``format_valid`` flags when the trainer passes them,
+otherwise from the verifier score (Countdown: 0.0 = no usable ``<answer>``).
 
 Logged per step: ``bucket_prob/<b>``, ``learning_progress/<b>``, ``informativeness/<b>`` (at most 16 buckets),
 ``degenerate_rate`` (groups of the step with all-equal rewards: ``GroupRewards.degenerate``), ``format_valid_rate``.
@@ -125,7 +126,7 @@ def mixture(utility: np.ndarray, seen: np.ndarray, prior: np.ndarray, epsilon: f
 @dataclass(frozen=True)
 class ProgressSelectorConfig:
     """Bucket-level progress-aware sampling; the presets set ``prior`` / ``epsilon`` / ``temperature`` / ``cap``
-    as SPEC.md §5's table."""
+    as Yan §3.3 (Eq. 8-9) and Table 5."""
 
     name: str = "progress"
     prior: str = "uniform"  # uniform | data (bucket frequency in the training data)
@@ -279,7 +280,7 @@ def step_metrics(results: StepResults, stats) -> dict[str, float]:
 
 @dataclass(frozen=True)
 class PromptUtilitySelectorConfig:
-    """The prompt-level follow-up (papers/004 §3.3): per-prompt progress + variance − penalties."""
+    """The prompt-level follow-up (Yan §3.3, §5.4): per-prompt progress + variance − penalties."""
 
     name: str = "prompt_utility"
     epsilon: float = 0.5  # [decision] the empirical variant's mixing, over prompts

@@ -1,5 +1,5 @@
 """BOTS selector cost: the selector against two references of the same equations, one select + update step
-each, measured side by side (SPEC.md §1: cost must stay negligible; paper App. F.1: <= 0.2 % of wall time):
+each, measured side by side (BOTS paper, App. F.1: <= 0.2 % of wall time):
 
 * ``VectorisedBots``, the strongest straightforward one: a step done the way the authors' public code
   (Trinity-RFT's interpolation estimator and difference-based selector) does it, in NumPy;
@@ -25,7 +25,7 @@ from verl_ext.bench.share import REFERENCE_STEP_S, of_reference_step
 
 
 class PerTaskBots:
-    """SPEC.md §1 task by task: lists of floats, a loop per equation, ``random.betavariate``."""
+    """BOTS §3.2-3.4 (Eq. 1-5) task by task: lists of floats, a loop per equation, ``random.betavariate``."""
 
     def __init__(self, config: BotsSelectorConfig, weak, strong, seed: int = 0):
         n = len(weak)
@@ -72,7 +72,7 @@ class PerTaskBots:
 
 
 class VectorisedBots:
-    """SPEC.md §1 (default configuration, ``m`` rollouts for every selected task) as the authors' public code
+    """BOTS §3.2-3.4 (default configuration, ``m`` rollouts for every selected task) as the authors' public code
     does a step: whole-pool arrays rebuilt at every update (explicit counts scattered into zeros, ``p̃`` of
     every task, the posteriors recomputed from them), one Beta draw over the pool from one generator, top-B."""
 

@@ -1,5 +1,5 @@
-"""CoBA-RL allocation cost: the exact vectorised allocator used in training against three references, on the
-same batches, measured side by side (SPEC.md §3: paper heap 0.124 s vs DP 115 s at M = 512, B = 8192):
+"""CoBA-RL allocation cost: the exact vectorised allocator used in training against three references, on the same
+batches, measured side by side (CoBA-RL, Yao et al., §3.6, Table 4: heap 0.124 s vs DP 115 s at M = 512, B = 8192):
 
 * ``table_greedy``, the strongest straightforward one: the paper's greedy vectorised, every marginal gain of the
   ``M x (B_up - B_low)`` table computed at once and the spare budget's best taken by one partition;

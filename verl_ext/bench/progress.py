@@ -1,7 +1,7 @@
 """Progress-aware selector cost per training step: the five bucket presets and the prompt-level utility selector
-against the uniform selector, measured side by side on the same pool and the same scored rollouts, at the
-paper's batch (SPEC.md §5: 128 prompts x 8 rollouts per step) on a 4,000-task pool (the recipe's) and on the whole
-of Countdown-Tasks-3to4 (~490,000 tasks, ``TRAIN_SIZE=0``).
+against the uniform selector, measured side by side on the same pool and the same scored rollouts, at the paper's
+batch (Yan, "Progress-Aware Prompt Sampling", CS224R, §4: 128 prompts x 8 rollouts per step) on a 4,000-task pool
+(the recipe's) and on the whole of Countdown-Tasks-3to4 (~490,000 tasks, ``TRAIN_SIZE=0``).
 
 A step is what the trainer calls (``verl_ext/trainer/mode.py``): ``select(step, 128)``, then ``update(step,
 results)`` on the 1,024 rollouts of the chosen prompts, then ``metrics()``. Every step the selectors take
@@ -14,10 +14,10 @@ pass rate. The pool is synthetic: 8 buckets
 prompts not seen yet, uniform's first epoch permutation) are not timed; the median of the rest is reported.
 Presets come from ``verl_ext/config/selector/*.yaml`` composed by Hydra, as the trainer gets them.
 
-Each bucket preset is also measured against ``BucketSampler``, SPEC.md §5's bucket sampler written straightforwardly
-in NumPy from the same seed, taking turns with the selectors (a test checks that it computes the same distribution,
-to rounding, and draws the same prompts from it). It keeps the sampler's state only: the selectors' step also
-returns their logged metrics.
+Each bucket preset is also measured against ``BucketSampler``, Yan's bucket sampler (§3.2-3.3) written
+straightforwardly in NumPy from the same seed, taking turns with the selectors (a test checks that it computes the
+same distribution, to rounding, and draws the same prompts from it). It keeps the sampler's state only: the
+selectors' step also returns their logged metrics.
 """
 
 from __future__ import annotations

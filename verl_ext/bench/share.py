@@ -1,8 +1,8 @@
 """A component's share of a training step: of a stated reference step time, or measured in a trainer run.
 
-Reference step: the only per-step wall time the five papers state. papers/003 (ADS), Appendix B, Table 5: the
-offline stage of Qwen2.5-Math-1.5B took 15.5 min, "≈ 6" RL training steps (verl, 128 prompts x 8 rollouts,
-max 8192 tokens), so one step ≈ 930 s / 6 = 155 s.
+Reference step: the only per-step wall time the five papers state. ADS (Xu et al., arXiv 2606.22305), Appendix
+B, Table 5: the offline stage of Qwen2.5-Math-1.5B took 15.5 min, "≈ 6" RL training steps (verl, 128 prompts x 8
+rollouts, max 8192 tokens), so one step ≈ 930 s / 6 = 155 s.
 """
 
 from __future__ import annotations

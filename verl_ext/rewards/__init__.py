@@ -44,7 +44,8 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
 
 
 def format_valid(info: dict) -> bool | None:
-    """The one rule for a well-formed completion (the selectors' format flags, SPEC.md §5): an explicit
+    """The one rule for a well-formed completion (the selectors' format flags; Yan, "Progress-Aware Prompt
+    Sampling", CS224R, §3.3 and Tables 8-9): an explicit
     ``format_valid`` key of the reward's extra info, else its diagnostics: exactly one ``<answer>`` that parses,
     at most one ``<think>``, no error; None when the reward reported neither."""
     if "format_valid" in info:

@@ -1,4 +1,5 @@
-"""Countdown verifier (SPEC.md §5): 0.0 no answer, 0.1 malformed or wrong, 1.0 correct.
+"""Countdown verifier (Yan, "Progress-Aware Prompt Sampling", CS224R, §3.1-3.2): 0.0 no answer, 0.1 malformed or
+wrong, 1.0 correct.
 
 The expression is evaluated by walking its AST (numbers, + - * /, unary +/-, parentheses only);
 nothing is ever passed to ``eval``.
