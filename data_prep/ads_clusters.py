@@ -1,4 +1,5 @@
-"""ADS offline preprocessing (SPEC §4, papers/003 §3): semantic clusters and per-cluster difficulty order.
+"""ADS offline preprocessing (Xu et al., arXiv 2606.22305, §3.1 and §3.3, Eq. 2-5): semantic clusters and
+per-cluster difficulty order.
 
     python -m data_prep.ads_clusters --input train.parquet --out train_ads.parquet \\
         [--model PATH|embedded|embedded:K] [--embedder policy|minilm|PATH] \\

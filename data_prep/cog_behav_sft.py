@@ -1,8 +1,8 @@
 """The course's SFT data, ``Asap7772/cog_behav_all_strategies``, as a verl SFT parquet file (:mod:`data_prep.sft`).
 
-shared/papers/004 §4 starts every run from "the default Qwen2.5-0.5B Countdown SFT checkpoint used in the course
-pipeline" (``asingh15/qwen-sft-countdown-defaultproj``), which the course trained on this set; the paper's RFT mixes
-in this "original SFT data" (§4, Table 5). Published format [authors' code]:
+Yan, "Progress-Aware Prompt Sampling", CS224R, §4 starts every run from "the default Qwen2.5-0.5B Countdown SFT
+checkpoint used in the course pipeline" (``asingh15/qwen-sft-countdown-defaultproj``), which the course trained on
+this set; the paper's RFT mixes in this "original SFT data" (§4, Table 5). Published format [authors' code]:
 
 * splits ``train`` and ``test``, columns ``query`` and ``completion``: the course's SFT starter code reads them
   (``sft_trainer/sft_dataset.py``: ``load_dataset(name, split=split)``, ``prompt_key='query'``,

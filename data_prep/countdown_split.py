@@ -4,8 +4,9 @@
         [--test-size 200] [--sft-size 10000] [--sft-test-size 200] [--train-size 0] [--seed 0] \\
         [--exclude DATA/asingh15_countdown_tasks_3to4/test.parquet]
 
-The paper (shared/papers/004 §4) evaluates on 200 prompts held out from the Countdown training tasks and trains on
-the rest (its data, asingh15/countdown_tasks_3to4, also has a 50-task test split: the "official" evaluation, App. B).
+The paper (Yan, "Progress-Aware Prompt Sampling", CS224R, §4) evaluates on 200 prompts held out from the Countdown
+training tasks and trains on the rest (its data, asingh15/countdown_tasks_3to4, also has a 50-task test split: the
+"official" evaluation, App. B).
 Writes, as verl RL parquet files (``extra_info.index`` renumbered 0..n-1 in each file, the source's kept as
 ``extra_info.source_index``, ``extra_info.split`` set):
 

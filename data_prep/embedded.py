@@ -23,13 +23,13 @@ COUNTDOWN_TEMPLATE = (
     "operations (+, -, *, /) and each number can only be used once. Show your work in <think> </think> tags. "
     "And return the final answer in <answer> </answer> tags, for example <answer> (1 + 2) / 3 </answer>."
 )
-TARGET_BINS = (25, 50, 75)  # SPEC.md §5: target < 25, 25-49, 50-74, >= 75
+TARGET_BINS = (25, 50, 75)  # Yan, "Progress-Aware Prompt Sampling", CS224R, §3.2: target < 25, 25-49, 50-74, >= 75
 LOGIC_TASKS = ("knights_knaves", "word_sorting", "syllogism", "arc_1d")
 SPLIT_SEEDS = {"train": 0, "test": 1}  # shuffling seeds per split
 
 
 def countdown_bucket(num_count: int, target: int) -> int:
-    """Bucket id 0..7 of SPEC.md §5: {3, 4 numbers} x four target bins."""
+    """Bucket id 0..7 of Yan §3.2: {3, 4 numbers} x four target bins."""
     if num_count not in (3, 4):
         raise ValueError(f"countdown tasks have 3 or 4 numbers, got {num_count}")
     return (num_count - 3) * 4 + sum(target >= b for b in TARGET_BINS)

@@ -1,4 +1,4 @@
-"""Reference pass rates for BOTS (SPEC §1): ``extra_info.weak_pass_rate`` / ``strong_pass_rate``.
+"""Reference pass rates for BOTS (BOTS paper §3.3, App. B.1): ``extra_info.weak_pass_rate`` / ``strong_pass_rate``.
 
     python -m data_prep.reference_pass_rates --input train.parquet --out train_ref.parquet \\
         --weak-model PATH_OR_HUB_ID --strong-model PATH_OR_HUB_ID [--n 16] [--temperature 1.0] \\

@@ -1,5 +1,5 @@
-"""Verifier-filtered self-training data (RFT, SPEC.md §5, shared/papers/004 §3.4): a policy's scored samples of the
-training prompts, filtered, mixed with the original SFT data, as a verl SFT parquet file.
+"""Verifier-filtered self-training data (RFT; Yan, "Progress-Aware Prompt Sampling", CS224R, §3.4): a policy's scored
+samples of the training prompts, filtered, mixed with the original SFT data, as a verl SFT parquet file.
 
     python -m data_prep.rft --samples EVAL/model/train/samples.jsonl --train data/countdown/train.parquet \\
         --sft data/countdown_sft/train.parquet --filter naive|clean --out data/rft_naive/train.parquet [--seed 0]

@@ -14,12 +14,12 @@ model fine-tuned on it answers the RL task the way the reward reads it. Answers 
 ``DIR/NAME_sft/{train,test}.parquet`` from the embedded dataset ``NAME`` (arithmetic, arithmetic_easy,
 countdown).
 
-``python -m data_prep.sft --from-rl FILE.parquet --out OUT.parquet [--limit N]`` writes the SFT file of
-any RL file of the data contract (its first N rows), e.g. the Countdown SFT data of SPEC.md §5 from
-``python -m data_prep countdown_tasks_3to4 ...``. Unsolvable Countdown rows are skipped, counted and
-reported: printed and in ``OUT.json`` (``rows``, ``written``, ``unsolvable``, the first unsolvable rows
-and their ``extra_info.index``). A row of a data_source without worked solutions is an error naming the
-file, the row and the field.
+``python -m data_prep.sft --from-rl FILE.parquet --out OUT.parquet [--limit N]`` writes the SFT file of any RL file
+of the data contract (its first N rows), e.g. the Countdown SFT data of Yan, "Progress-Aware Prompt Sampling",
+CS224R, §3.4 from ``python -m data_prep countdown_tasks_3to4 ...``. Unsolvable Countdown rows are skipped, counted
+and reported: printed and in ``OUT.json`` (``rows``, ``written``, ``unsolvable``, the first unsolvable rows and
+their ``extra_info.index``). A row of a data_source without worked solutions is an error naming the file, the row
+and the field.
 """
 
 from __future__ import annotations

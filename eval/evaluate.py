@@ -70,20 +70,23 @@ from verl_ext.rewards import compute_score
 
 REPEAT_STRIDE = 100_000  # sample number of repeat r, sample j: r * REPEAT_STRIDE + j (so k <= REPEAT_STRIDE)
 DEFAULTS = dict(k=16, repeats=1, temperature=1.0, top_p=1.0, top_k=-1, max_new_tokens=4096, seed=0)
-# Evaluation settings of each paper (shared/SPEC.md); "k_by_benchmark" overrides k per benchmark name.
+# Evaluation settings of each paper (see the README's Papers list); "k_by_benchmark" overrides k per benchmark name.
 PRESETS = {
-    # BOTS (§1): the recipe validates greedily (recipes/bots/README.md) [decision: the paper gives no
+    # BOTS (App. B.2): the recipe validates greedily (recipes/bots/README.md) [decision: the paper gives no
     # evaluation sampling]; responses up to 8192 tokens as in training.
     "bots": dict(k=1, temperature=0.0, max_new_tokens=8192),
-    # CBS (§2): avg@32 on AIME24/25 and AMC23, avg@4 elsewhere, temperature 1.0, 4096 tokens.
+    # CBS ("Contextual Rollout Bandits" §6.1, App. D): avg@32 on AIME24/25 and AMC23, avg@4 elsewhere, temperature
+    # 1.0, 4096 tokens.
     "cbs": dict(k=4, k_by_benchmark={"aime24": 32, "aime25": 32, "amc23": 32}, temperature=1.0,
                 max_new_tokens=4096),
-    # CoBA-RL (§3): avg@16, temperature 1.0, top-p 0.9; 4096 tokens as in training.
+    # CoBA-RL (Yao et al., §3.1, App. C Table 5): avg@16, temperature 1.0, top-p 0.9; 4096 tokens as in training.
     "coba": dict(k=16, temperature=1.0, top_p=0.9, max_new_tokens=4096),
-    # ADS (§4): Mean@16 (and Pass@16) over 3 evaluation runs, temperature 0.7, up to 16384 tokens [paper]; top-p 0.8
-    # [authors' code] (Richard-zrx/ADS, verl/examples/grpo_trainer/train_ads.sh, validation sampling).
+    # ADS (Xu et al., arXiv 2606.22305, §4.1): Mean@16 (and Pass@16) over 3 evaluation runs, temperature 0.7, up to
+    # 16384 tokens [paper]; top-p 0.8 [authors' code] (Richard-zrx/ADS, verl/examples/grpo_trainer/train_ads.sh,
+    # validation sampling).
     "ads": dict(k=16, repeats=3, temperature=0.7, top_p=0.8, max_new_tokens=16384),
-    # Progress-aware Countdown (§5): 16 samples, temperature 0.6, top-k 20, top-p 0.95, 1024 tokens.
+    # Progress-aware Countdown (Yan, "Progress-Aware Prompt Sampling", CS224R, §4): 16 samples, temperature 0.6,
+    # top-k 20, top-p 0.95, 1024 tokens.
     "progress": dict(k=16, temperature=0.6, top_k=20, top_p=0.95, max_new_tokens=1024),
 }
 SAMPLE_IDENTITY = ("temperature", "top_p", "top_k", "max_new_tokens", "seed")  # what a sample depends on

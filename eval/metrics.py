@@ -1,4 +1,6 @@
-"""Evaluation and training-log metrics shared by the recipes (``shared/SPEC.md`` §1, §3, §5, §7).
+"""Evaluation and training-log metrics shared by the recipes: BOTS paper App. B.4 (ETR, TTB, BSF), CoBA-RL
+(Yao et al.) App. D.1 (task transitions), Yan, "Progress-Aware Prompt Sampling", CS224R, §4 (pass@k, paired
+bootstrap, degenerate batches).
 
 Pure NumPy, vectorised over problems / prompts / steps:
 
@@ -220,7 +222,7 @@ def mean_se(values: ArrayLike) -> MeanSE:
 
 
 def degenerate_rate_summary(run_dir: str | os.PathLike) -> MeanSE:
-    """Degenerate-batch rate of a run: mean ± s.e. over its training steps (SPEC §5)."""
+    """Degenerate-batch rate of a run: mean ± s.e. over its training steps (Yan §5.3, Table 7)."""
     return mean_se(degenerate_rate_over_steps(run_dir)[1])
 
 

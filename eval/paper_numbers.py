@@ -1,7 +1,8 @@
 """The papers' own headline numbers, printed by :mod:`eval.tables` beside ours.
 
-Copied from ``shared/SPEC.md`` ("Headline numbers" / "Metrics and headline numbers" of §1-§4) and, for
-the progress paper, from its own tables (shared/papers/004, Tables 1-3 and 6-9, each value as printed there,
+Copied from the papers' headline results (BOTS §4.4 and App. F; "Contextual Rollout Bandits" Table 2 and App. E.2;
+CoBA-RL (Yao et al.) Tables 1 and 3; ADS (Xu et al., arXiv 2606.22305) Tables 1, 2 and 4) and, for the progress
+paper (Yan, "Progress-Aware Prompt Sampling", CS224R), from its Tables 1-3 and 6-9 (each value as printed there,
 one table per evaluation protocol), nothing else: a cell they do not give stays missing.
 ``PAPER_NUMBERS[paper][setting][table]`` is a
 :class:`Reference`; its rows are keyed by :func:`method_key` of a method name (name a run like the key

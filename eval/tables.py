@@ -118,7 +118,7 @@ def accuracy(rec: dict) -> Any:
 
 
 # --------------------------------------------------------------------------- papers
-BOTS_DOMAINS = {  # SPEC §1: "aggregated" = mean over the domain's benchmarks
+BOTS_DOMAINS = {  # BOTS paper §4.1, App. B.2: "aggregated" = mean over the domain's benchmarks
     "math": ("math500", "aime24"),
     "code": ("humaneval", "mbpp", "livecodebench"),
     "logic": ("ordering_puzzles", "arc_agi"),

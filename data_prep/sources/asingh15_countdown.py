@@ -1,12 +1,12 @@
 """The paper's Countdown data: ``asingh15/countdown_tasks_3to4`` (the CS224R course pipeline's copy).
 
-shared/papers/004 §4: "All experiments use the asingh15/countdown_tasks_3to4 Countdown dataset". Published
-format, as the course's starter code reads it [authors' code]: splits ``train`` (~490k tasks) and ``test``
-(50 tasks, the paper's "official 50-prompt evaluation", App. B); columns ``prompt`` (one string, already in
-Qwen2.5's chat template: system "You are a helpful assistant.", the TinyZero Countdown question as the user
-turn, then ``<|im_start|>assistant\\n``), ``ground_truth`` (``{"numbers": [...], "target": int}``; read by
-``rloo_trainer/rloo_dataset.py``), and ``target`` / ``nums`` (read by ``evaluation/countdown_eval.py``; both
-files in github.com/nicolasbejar/CS224R_project, the course's starter code).
+Yan, "Progress-Aware Prompt Sampling", CS224R, §4: "All experiments use the asingh15/countdown_tasks_3to4 Countdown
+dataset". Published format, as the course's starter code reads it [authors' code]: splits ``train`` (~490k tasks)
+and ``test`` (50 tasks, the paper's "official 50-prompt evaluation", App. B); columns ``prompt`` (one string,
+already in Qwen2.5's chat template: system "You are a helpful assistant.", the TinyZero Countdown question as the
+user turn, then ``<|im_start|>assistant\\n``), ``ground_truth`` (``{"numbers": [...], "target": int}``; read by
+``rloo_trainer/rloo_dataset.py``), and ``target`` / ``nums`` (read by ``evaluation/countdown_eval.py``; both files
+in github.com/nicolasbejar/CS224R_project, the course's starter code).
 
 The chat-templated string is split back into its system and user messages, so verl's chat template rebuilds
 the same string for a Qwen2.5 tokenizer (the SFT checkpoint saw exactly this prompt). Rows keep source

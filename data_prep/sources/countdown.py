@@ -2,7 +2,7 @@
 
 Published format (dataset card): one ``train`` split (~490k rows) of parquet with ``target`` (int)
 and ``nums`` (list of 3 or 4 ints). Ground truth: ``{"target": int, "numbers": [int, ...]}``; the
-prompt and the bucket (SPEC.md §5) are those of the embedded Countdown set.
+prompt and the bucket (Yan, "Progress-Aware Prompt Sampling", CS224R, §3.2) are those of the embedded Countdown set.
 """
 
 from __future__ import annotations

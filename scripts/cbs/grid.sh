@@ -4,7 +4,7 @@
 #   SWEEP unset    : OBJECTIVES (grpo dapo gspo) x FILTERS (keep_all cbs_star cbs): the paper's Table 2, named
 #                    OBJECTIVE-FILTER (keep_all: the objective alone)
 #   SWEEP=ablation : OBJECTIVES (dapo) x FILTERS (cbs_random cbs_no_ema cbs_no_entropy): the ablations, run by the
-#                    paper on Qwen3-4B-Base (SPEC.md §2 / eval.paper_numbers give DAPO's; App. E.2 prints all three
+#                    paper on Qwen3-4B-Base (eval.paper_numbers gives DAPO's; App. E.2 prints all three
 #                    objectives: OBJECTIVES="grpo dapo gspo"); compare with the grid's OBJECTIVE-cbs runs
 #   SWEEP=buffer   : OBJECTIVES (grpo) + cbs with rollout_filter.buffer_size in BUFFERS (1024 2048 3072 4096 5120),
 #                    the paper's sweep on Qwen3-4B-Base (App. E.3), named OBJECTIVE-cbs-bufferM; the recipe's own

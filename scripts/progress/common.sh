@@ -1,11 +1,12 @@
 # Sourced by the progress launchers: `progress_train SETTING [SELECTOR] [Hydra overrides...]` runs
 #   python -m verl_ext.main --config-dir recipes +progress=SETTING <paths> +objective=rloo \
 #     selector=SELECTOR "$@"   (verl_ext.main adds the recipe's settings for it: verl_ext/recipe_tables.py)
-# The objective is RLOO for every run (the paper's, SPEC.md §5); SELECTOR: conservative (default) | uniform |
-# bucket_uniform | empirical | density_ratio | random_buckets | prompt_utility (verl_ext/config/selector). The
-# selector's settings come from recipe.selectors.SELECTOR of recipes/progress/SETTING.yaml (and _common.yaml)
-# and come before the user's overrides, which win. Choose the selector as the first argument, not as a selector=
-# override (that would skip its settings: refused); +objective= is refused too.
+# The objective is RLOO for every run (the paper's: Yan, "Progress-Aware Prompt Sampling", CS224R, §3.1); SELECTOR:
+# conservative (default) | uniform | bucket_uniform | empirical | density_ratio | random_buckets | prompt_utility
+# (verl_ext/config/selector). The selector's settings come from recipe.selectors.SELECTOR of
+# recipes/progress/SETTING.yaml (and _common.yaml) and come before the user's overrides, which win. Choose the
+# selector as the first argument, not as a selector= override (that would skip its settings: refused); +objective= is
+# refused too.
 # Environment (scripts/common.sh): PYTHON, DATA_DIR (default data/progress), OUT_DIR (default outputs/progress),
 # MODEL_PATH (default: the recipe's, the paper's SFT checkpoint asingh15/qwen-sft-countdown-defaultproj from the hub;
 # offline: DATA_DIR/models/qwen2.5-0.5b-countdown-sft, which scripts/progress/sft.sh links), EXPERIMENT_NAME (default
@@ -14,7 +15,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/../common.sh"
 
 PROGRESS_SETTING=qwen2.5-0.5b_countdown  # the paper's setting (scripts/progress/rft.sh, sft.sh)
-# uniform and every progress-aware variant of SPEC.md §5, in the paper's order (scripts/progress/grid.sh)
+# uniform and every progress-aware variant of Yan §3.2-3.3, in the paper's order (scripts/progress/grid.sh)
 PROGRESS_SELECTORS="uniform bucket_uniform empirical conservative density_ratio random_buckets prompt_utility"
 
 progress_train() {  # progress_train SETTING [SELECTOR] [Hydra overrides...]

@@ -3,7 +3,8 @@
 # RLOO with one selector in OUT_DIR/SETTING-rloo-SELECTOR:
 #   scripts/progress/grid.sh [SETTING] [Hydra overrides for every run...]
 #   SELECTORS (default: uniform bucket_uniform empirical conservative density_ratio random_buckets prompt_utility):
-#   the uniform baseline and every variant of SPEC.md §5 (Table 1 and the late follow-ups of Table 6)
+#   the uniform baseline and every variant of Yan, "Progress-Aware Prompt Sampling", CS224R, §3.2-3.3 (Table 1 and the
+#   late follow-ups of Table 6)
 # Each run is `scripts/progress/SETTING.sh SELECTOR [...]` (scripts/progress/common.sh: the selector's settings
 # from the recipe). A rerun resumes each run from its last checkpoint (trainer.resume_mode=auto), so finished runs
 # end at once. Environment: scripts/progress/common.sh (DRY_RUN=1 prints the commands).

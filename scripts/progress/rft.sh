@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Verifier-filtered self-training (RFT, shared/papers/004 §3.4, SPEC.md §5 "Follow-up") from the uniform RLOO run's
-# last checkpoint, one command (python -m verl_ext.rft): K = 32 samples per training prompt (eval.evaluate, preset
+# Verifier-filtered self-training (RFT; Yan, "Progress-Aware Prompt Sampling", CS224R, §3.4) from the uniform RLOO
+# run's last checkpoint, one command (python -m verl_ext.rft): K = 32 samples per training prompt (eval.evaluate, preset
 # progress), filtered (data_prep.rft), one epoch of verl's SFT trainer from that checkpoint, then the result
 # evaluated on the 200 held-out prompts (preset progress):
 #   naive: verifier-correct completions, at most 2 per prompt, 30 % original SFT data, lr 1e-5   [paper]
