@@ -1,5 +1,5 @@
-"""ADS selector (SPEC.md §4): the boundary walk's collision rule, the smoothed cluster distribution,
-draws, epoch reset, ablations, exact resume, and errors on columns and batch size."""
+"""ADS selector (Xu et al., arXiv 2606.22305, §3.2-3.3): the boundary walk's collision rule, the smoothed cluster
+distribution, draws, epoch reset, ablations, exact resume, and errors on columns and batch size."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""BOTS selector (SPEC.md §1): equations against a per-task computation, Prop. 3.4 bounds, selection
+"""BOTS selector (BOTS paper §3.2-3.4, Eq. 1-5): equations against a per-task computation, Prop. 3.4 bounds, selection
 rules, determinism, state, and errors on reference columns."""
 
 from __future__ import annotations

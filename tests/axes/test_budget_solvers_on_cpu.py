@@ -1,5 +1,5 @@
-"""Budget solvers (SPEC.md §3): the fast exact allocators return the paper's heap greedy bit for bit,
-ties and degenerate gains included, and reach the dynamic programme's optimal value."""
+"""Budget solvers (CoBA-RL, Yao et al., §2.4, Algorithm 1): the fast exact allocators return the paper's heap greedy
+bit for bit, ties and degenerate gains included, and reach the dynamic programme's optimal value."""
 
 from __future__ import annotations
 

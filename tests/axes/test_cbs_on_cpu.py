@@ -1,5 +1,6 @@
-"""CBS (SPEC.md §2): the scheduler (verl_ext.axes.cbs_scheduler: normaliser, ε schedule, ε-greedy top-K, round
-reward, online regression, exact state round trips) and the CBS* rollout filter (verl_ext.axes.cbs)."""
+"""CBS ("Contextual Rollout Bandits" §4.1-4.3): the scheduler (verl_ext.axes.cbs_scheduler: normaliser, ε schedule,
+ε-greedy top-K, round reward, online regression, exact state round trips) and the CBS* rollout filter
+(verl_ext.axes.cbs)."""
 
 from __future__ import annotations
 

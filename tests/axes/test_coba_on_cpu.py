@@ -1,5 +1,5 @@
-"""CoBA-RL, its baselines and Knapsack-RL as budget allocators (SPEC.md §3): equations against hand
-computations, the (α, β) schedules, the official code's split, Knapsack-RL's rules, state round-trips,
+"""CoBA-RL, its baselines and Knapsack-RL as budget allocators (CoBA-RL, Yao et al., §2.3-2.4 and §3.4): equations
+against hand computations, the (α, β) schedules, the official code's split, Knapsack-RL's rules, state round-trips,
 errors, and the Hydra presets."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""Progress-aware bucket sampling and prompt-level utility (verl_ext/axes/progress.py, SPEC.md §5): learning
-progress, informativeness and the capped / density-ratio distributions against hand computations, the bounded
-distribution against a brute-force KL projection and an LP feasibility check, sampling frequencies, degenerate
-groups, the presets' SPEC values, resume."""
+"""Progress-aware bucket sampling and prompt-level utility (verl_ext/axes/progress.py; Yan, "Progress-Aware Prompt
+Sampling", CS224R, §3.2-3.3): learning progress, informativeness and the capped / density-ratio distributions against
+hand computations, the bounded distribution against a brute-force KL projection and an LP feasibility check, sampling
+frequencies, degenerate groups, the presets' paper values (§3.3, App. A Table 5), resume."""
 
 import copy
 import itertools

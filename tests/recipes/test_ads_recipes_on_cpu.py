@@ -1,8 +1,9 @@
-"""ADS recipes (recipes/ads) and launchers (scripts/ads): the paper's settings (shared/papers/003 §4.1, SPEC.md §4
-"Defaults" and "code extras") land where verl reads them under each objective, every grid cell (Table 1, Table 2's
-DAPO / GSPO, the ablations) composes with its selector and passes the axes' and verl's checks, and the launchers
-build the right commands (DRY_RUN=1), DOTS+RR with its replay filter, fresh batch and the preprocessing's embeddings.
-No training here (scripts/ads/cpu_embedded.sh runs the CPU preset; tests/trainer/test_ads_trainer_on_cpu.py)."""
+"""ADS recipes (recipes/ads) and launchers (scripts/ads): the paper's settings (Xu et al., arXiv 2606.22305, §4.1,
+Table 6, and the authors' code extras) land where verl reads them under each objective, every grid cell (Table 1,
+Table 2's DAPO / GSPO, the ablations) composes with its selector and passes the axes' and verl's checks, and the
+launchers build the right commands (DRY_RUN=1), DOTS+RR with its replay filter, fresh batch and the preprocessing's
+embeddings. No training here (scripts/ads/cpu_embedded.sh runs the CPU preset;
+tests/trainer/test_ads_trainer_on_cpu.py)."""
 
 import functools
 

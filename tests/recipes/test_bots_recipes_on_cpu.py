@@ -1,6 +1,6 @@
-"""BOTS recipes (recipes/bots) and launchers (scripts/bots): the paper's hyperparameters (Table 6,
-SPEC.md §1) land where verl reads them, every baseline composes and passes the axes' and verl's checks,
-and the launchers build the right command (DRY_RUN=1). No training here (see tests/trainer)."""
+"""BOTS recipes (recipes/bots) and launchers (scripts/bots): the paper's hyperparameters (BOTS paper App. B.3,
+Table 6) land where verl reads them, every baseline composes and passes the axes' and verl's checks, and the launchers build
+the right command (DRY_RUN=1). No training here (see tests/trainer)."""
 
 import functools
 import subprocess

@@ -1,8 +1,8 @@
-"""CBS recipes (recipes/cbs) and launchers (scripts/cbs): the paper's settings (shared/papers/001 §6.1, App. D
-Table 4; SPEC.md §2) land where verl reads them under each objective, every grid cell (Table 2, the ablations, the
-buffer sweep) composes with its objective's scheduler settings and passes the axes' and verl's checks, and the
-launchers build the right commands (DRY_RUN=1). prepare_data.sh runs on the hub fixtures (its merge of the two
-training sources is this recipe's own code). No training here (scripts/cbs/cpu_embedded.sh runs the CPU preset)."""
+"""CBS recipes (recipes/cbs) and launchers (scripts/cbs): the paper's settings ("Contextual Rollout Bandits" §6.1,
+App. D Table 4) land where verl reads them under each objective, every grid cell (Table 2, the ablations, the buffer
+sweep) composes with its objective's scheduler settings and passes the axes' and verl's checks, and the launchers
+build the right commands (DRY_RUN=1). prepare_data.sh runs on the hub fixtures (its merge of the two training sources
+is this recipe's own code). No training here (scripts/cbs/cpu_embedded.sh runs the CPU preset)."""
 
 import functools
 import os
@@ -26,9 +26,9 @@ OBJECTIVES = {
     "dapo": ("vanilla", 0.2, 0.28, "token-mean", 384, 200, [{"name": "dapo_dynamic", "oversample": 3}]),
     "gspo": ("gspo", 3e-4, 4e-4, "seq-mean-token-mean", 128, 500, []),
 }
-# SPEC.md §2 / paper Table 4, per objective: (entropy threshold e_min, epsilon_min)
+# CBS App. D Table 4 (columns mapped by a [decision]), per objective: (entropy threshold e_min, epsilon_min)
 SCHEDULER = {"grpo": (0.1, 0.2), "dapo": (0.5, 0.2), "gspo": (0.5, 0.005)}
-# Table 4 cells that differ from their column elsewhere (and from SPEC.md §2), transcribed as printed:
+# Table 4 cells that differ from their column elsewhere, transcribed as printed:
 # (setting, objective, filter name) -> {key: value}
 TABLE4_EXCEPTIONS = {
     ("qwen3-4b-base", "gspo", "cbs"): {"warmup": 0},

@@ -1,7 +1,7 @@
-"""CoBA-RL recipes (recipes/coba) and launchers (scripts/coba): the paper's settings (shared/papers/002
-§3.1, App. C, Table 5; SPEC.md §3) land where verl reads them, every baseline and sweep point composes
-and passes the axes' and verl's checks, and the launchers build the right commands (DRY_RUN=1).
-No training here (scripts/coba/cpu_embedded.sh runs the CPU preset)."""
+"""CoBA-RL recipes (recipes/coba) and launchers (scripts/coba): the paper's settings (CoBA-RL, Yao et al., §3.1,
+App. C, Table 5) land where verl reads them, every baseline and sweep point composes and passes the axes' and verl's
+checks, and the launchers build the right commands (DRY_RUN=1). No training here (scripts/coba/cpu_embedded.sh runs
+the CPU preset)."""
 
 import functools
 

@@ -1,9 +1,9 @@
-"""Progress-aware sampling recipes (recipes/progress) and launchers (scripts/progress): the paper's settings
-(shared/papers/004 §3-4 and App. A, SPEC.md §5) land where verl reads them under RLOO, uniform and every variant
-composes with its selector's SPEC.md values and passes the axes' and verl's checks, and the launchers build the right
-commands (DRY_RUN=1): the grid, the data (held-out / SFT / RL splits, decontaminated by task), the SFT warm start
-the recipe trains from, RFT naive / clean from the uniform run's last checkpoint, the evaluation. No training here
-(scripts/progress/cpu_embedded.sh runs the CPU preset; tests/trainer/test_progress_chain_on_cpu.py)."""
+"""Progress-aware sampling recipes (recipes/progress) and launchers (scripts/progress): the paper's settings (Yan,
+"Progress-Aware Prompt Sampling", CS224R, §3-4 and App. A) land where verl reads them under RLOO, uniform and every
+variant composes with its selector's paper values and passes the axes' and verl's checks, and the launchers build the
+right commands (DRY_RUN=1): the grid, the data (held-out / SFT / RL splits, decontaminated by task), the SFT warm
+start the recipe trains from, RFT naive / clean from the uniform run's last checkpoint, the evaluation. No training
+here (scripts/progress/cpu_embedded.sh runs the CPU preset; tests/trainer/test_progress_chain_on_cpu.py)."""
 
 import functools
 
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::U
 SETTING = "qwen2.5-0.5b_countdown"
 PROGRESS = {"name": "progress", "alpha_short": 0.3, "alpha_long": 0.03, "progress_weight": 0.5,
             "bucket_column": "bucket"}
-# selector choice: {key: value} of the composed selector config (SPEC.md §5's table)
+# selector choice: {key: value} of the composed selector config (Yan §3.3, App. A Table 5)
 SELECTORS = {
     "uniform": {"name": "uniform"},
     "bucket_uniform": {**PROGRESS, "prior": "uniform", "epsilon": 0.2, "temperature": 0.2, "cap": 0.5,
@@ -69,7 +69,7 @@ def _compose(setting: str, *overrides: str):
 
 
 def _check_rloo(cfg) -> None:
-    """RLOO (SPEC.md §5): leave-one-out advantages, REINFORCE with the sequence-level importance weight capped at 2
+    """RLOO (Yan §3.1, Eq. 1-2): leave-one-out advantages, REINFORCE with the sequence-level importance weight capped at 2
     (verl's rollout correction in bypass mode: the rollout's log-probs are the old ones), no KL, no entropy bonus."""
     actor, corr = cfg.actor_rollout_ref.actor, cfg.algorithm.rollout_correction
     assert cfg.algorithm.adv_estimator == "rloo"

@@ -1,4 +1,5 @@
-"""Countdown verifier: SPEC.md §5 cases, safe evaluation, and a cross-check with reasoning-gym's scorer."""
+"""Countdown verifier: the cases of Yan, "Progress-Aware Prompt Sampling", CS224R, §3.1-3.2, safe evaluation, and a
+cross-check with reasoning-gym's scorer."""
 
 import pytest
 
