@@ -5,7 +5,7 @@ scheduler took <= 3.83 % of training time).
 K = one batch of 128 prompts x 8 rollouts = 1024.
 
 * batched (the strongest straightforward one): the whole buffer normalised and scored by one MLP forward,
-  then the spec's ε-greedy sentence slot by slot, each slot a vectorised scan for the first unchosen candidate
+  then the paper's ε-greedy rule (§4.2, Eq. 8-9) slot by slot, each slot a vectorised scan for the first unchosen candidate
   of the argsort of the scores (or of the newest-first order);
 * per rollout: rows normalised and scored one at a time, slots filled by Python scans.
 
