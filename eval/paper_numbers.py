@@ -31,11 +31,11 @@ def method_key(name: str) -> str:
     return name.strip().lower().replace("-", "_").replace(" ", "_")
 
 
-_BOTS = "BOTS, shared/papers/000 (SPEC.md §1 headline numbers)"
-_CBS = "CBS, shared/papers/001 (SPEC.md §2 headline numbers): six-benchmark average"
-_COBA = "CoBA-RL, shared/papers/002 (SPEC.md §3 metrics and headline numbers): avg@16"
-_ADS = "ADS, shared/papers/003 (SPEC.md §4 metrics and headline numbers): Mean@16 average"
-_P004 = "[paper] Progress-aware Countdown sampling, shared/papers/004"
+_BOTS = "[paper] BOTS §4.4 (headline numbers)"
+_CBS = "[paper] Contextual Rollout Bandits (CBS) Table 2: six-benchmark average"
+_COBA = "[paper] CoBA-RL (Yao et al.): avg@16"
+_ADS = "[paper] ADS (Xu et al., arXiv 2606.22305): Mean@16 average"
+_P004 = "[paper] Yan, Progress-Aware Prompt Sampling (CS224R)"
 _HELD_OUT = f"{_P004}: the 200 held-out prompts × 16 samples"
 _OFFICIAL = f"{_P004}, App. B: the official 50-prompt test split of asingh15/countdown_tasks_3to4 × 16 samples"
 

@@ -217,7 +217,8 @@ def coba_tables(runs: dict[str, Run], refs: dict[str, Reference], args: argparse
                             ["initial \\ final", *PASS_RATE_BINS, "tasks"], rows,
                             [f"ours: {len(initial)} training tasks visited at least twice; pass rate at the first "
                              "visit (row) and at the last visit (column), from the step dumps",
-                             "paper: Figure 7 of shared/papers/002 (no numbers in SPEC.md)"]))
+                             "paper: CoBA-RL Figure 7 (Qwen2.5-7B-Instruct; a heat map, a few cells quoted in its "
+                             "text)"]))
     return tables
 
 
@@ -232,7 +233,8 @@ def ads_tables(runs: dict[str, Run], refs: dict[str, Reference], args: argparse.
     return [comparison("ADS: Mean@16 (± std over evaluation repeats)", means, [*ADS_BENCHMARKS, "Mean@16 mean"],
                        refs.get("mean"), 2, [used + "; × 100"]),
             comparison("ADS: Pass@16", passes, [*ADS_BENCHMARKS, "Pass@16 mean"], None, 2,
-                       [used + "; × 100; unbiased pass@16", "paper: no Pass@16 numbers in SPEC.md"])]
+                       [used + "; × 100; unbiased pass@16",
+                        "paper: ADS Table 1 reports Pass@16 too (not yet transcribed in eval/paper_numbers.py)"])]
 
 
 def prompt_stats(samples: list[dict]) -> dict[int, tuple[int, int, float]]:

@@ -4,7 +4,7 @@ A recipe (``recipes/GROUP/SETTING.yaml`` with its ``_common.yaml``) may hold, un
 
 * ``objectives.OBJECTIVE`` - config leaves for ``+objective=OBJECTIVE`` (ADS: the KL in the reward, which the
   objective presets turn off);
-* ``schedulers.OBJECTIVE.NAME`` - ``rollout_filter.*`` for the rollout filter whose ``name`` is NAME (CBS: paper 001
+* ``schedulers.OBJECTIVE.NAME`` - ``rollout_filter.*`` for the rollout filter whose ``name`` is NAME (CBS
   Table 4, e_min and epsilon_min per objective);
 * ``selectors.CHOICE`` - ``selector.*`` for ``selector=CHOICE``; its ``rollout_filter`` entry (``name`` and settings)
   is the filter the selector runs with (``rollout_filter=NAME`` then its settings: DOTS+RR's replay) and its

@@ -34,7 +34,7 @@ progress_train() {  # progress_train SETTING [SELECTOR] [Hydra overrides...]
   local choice=conservative
   (( $# )) && [[ "$(leading_names "$@")" == 1 ]] && choice="$1"
   if [[ " $PROGRESS_SELECTORS progress " != *" $choice "* ]]; then
-    echo "unknown progress selector '$choice' (uniform and SPEC.md §5's variants: $PROGRESS_SELECTORS)" >&2
+    echo "unknown progress selector '$choice' (uniform and the paper's variants: $PROGRESS_SELECTORS)" >&2
     return 2
   fi
   objective_train progress selector conservative "$setting" rloo "$@"

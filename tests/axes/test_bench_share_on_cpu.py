@@ -45,5 +45,5 @@ def test_run_without_step_times_is_an_error(tmp_path):
 
 def test_reference_step_is_the_ads_papers_155_s():
     assert share.REFERENCE_STEP_S == pytest.approx(155.0)
-    assert "papers/003 (ADS) Appendix B Table 5" in share.REFERENCE_STEP_SOURCE
+    assert "ADS (Xu et al., arXiv 2606.22305) App. B Table 5" in share.REFERENCE_STEP_SOURCE
     assert share.of_reference_step(1.55) == pytest.approx(0.01)

@@ -236,7 +236,7 @@ def test_replayed_rows_are_recomputed_in_one_pass_for_the_decoupled_weights_and_
 
 
 def test_validation_n_by_data_source_reaches_the_batch_verl_validates():
-    """``data_selection.val_n`` (paper 001 App. D: avg@16 on AIME, avg@1 on the large sets) becomes the per-prompt
+    """``data_selection.val_n`` (CBS App. D: avg@16 on AIME, avg@1 on the large sets) becomes the per-prompt
     ``__rollout_n__`` of the batch verl's collate builds, which ``_validate`` reads instead of one ``val_kwargs.n``."""
     import datasets
     from verl.utils.dataset.rl_dataset import collate_fn

@@ -7,7 +7,7 @@
   features at generation, its entropy and clip fraction at last use, usage count and age; ``K = batch_size``
   (default: as many as the step generated) are chosen from it. Chosen rollouts of earlier steps are
   replayed (:meth:`RolloutFilter.replay`), the trainer holding their tensors for every id in :meth:`stored`;
-  their entropy at that use is the replaying policy's (paper 001 Table 1 note 2: the trainer re-measures it,
+  their entropy at that use is the replaying policy's (CBS Table 1 note 2: the trainer re-measures it,
   ``needs_entropy``), not the one stored at generation.
 
 In both, the round's ``V`` / ``E`` are the mean reward and mean token entropy of all the step's fresh rollouts

@@ -13,7 +13,7 @@ the features and records what the update did with the chosen ones. Per round ``t
    previously chosen rollouts (their features at selection time). **[decision]** A round that chose nothing
    (a prefilter kept no rollout) has no arm to reward: the next round skips both (no EMA fold, no optimiser
    step, whose leftover Adam momentum would move the MLP on a zero gradient) and only records its ``V`` / ``E``;
-   paper 001 always selects ``K >= 1``;
+   CBS always selects ``K >= 1``;
 2. :meth:`CbsScheduler.select`: features standardised with running mean / std, each row L2-normalised,
    scored by the MLP (10 → 64 → 64 → 1, ReLU); each of the K slots takes the best-scoring unchosen
    candidate with probability ``1 − ε_t``, else the newest unchosen one (``ε_t = ε0`` during the warm-up

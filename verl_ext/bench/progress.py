@@ -62,11 +62,11 @@ def scored(tasks: np.ndarray, rate: np.ndarray, u: np.ndarray, v: np.ndarray) ->
 
 
 class BucketSampler:
-    """The progress-aware bucket sampler (paper 004 §3), straightforward NumPy over task positions: per observed
-    bucket the score's short / long EMAs (both start at the first score) and the mean within-prompt reward variance;
+    """The progress-aware bucket sampler (Yan §3), straightforward NumPy over task positions: per observed bucket
+    the score's short / long EMAs (both start at the first score) and the mean within-prompt reward variance;
     ``U = λ LP + (1−λ) I``; unseen buckets keep their prior, seen ones share the rest as
-    ``(1−ε) softmax(U/τ) + ε P_prior``; bounds (cap, density ratio) as the KL projection ``clip(c P)`` with the ``c``
-    that makes it sum to 1, found by bisection; bucket counts from one multinomial, prompts uniform without
+    ``(1−ε) softmax(U/τ) + ε P_prior``; bounds (cap, density ratio) as the KL projection ``clip(c P)`` with the
+    ``c`` that makes it sum to 1, found by bisection; bucket counts from one multinomial, prompts uniform without
     replacement within a bucket (each bucket must hold its draw)."""
 
     def __init__(self, config: dict, bucket: np.ndarray, seed: int):
@@ -200,7 +200,7 @@ def _rows(n: int, times: dict, batch_size: int, rollouts: int, steps: int) -> li
 def report(rows: list[dict]) -> str:
     b, r, s = (rows[0]["batch"], rows[0]["rollouts"], rows[0]["steps"]) if rows else (128, 8, 0)
     lines = [f"Progress-aware selectors, one step = select {b} prompts + update on {b} x {r} rollouts "
-             f"(+ metrics); median of {s} steps; reference = SPEC §5's bucket sampler in NumPy; step = "
+             f"(+ metrics); median of {s} steps; reference = Yan §3.2-3.3's bucket sampler in NumPy; step = "
              f"{REFERENCE_STEP_S:.0f} s, see share.py",
              "| tasks N | selector | ms / step (select + update) | / uniform | reference ms | reference / selector "
              "| % of step |", "|---:|:---|---:|---:|---:|---:|---:|"]

@@ -16,8 +16,8 @@ import numpy as np
 import verl_ext
 
 REFERENCE_STEP_S = 15.5 * 60 / 6
-REFERENCE_STEP_SOURCE = ("papers/003 (ADS) Appendix B Table 5: Qwen2.5-Math-1.5B offline stage 15.5 min ≈ 6 RL "
-                         "steps (128 prompts x 8 rollouts, max 8192 tokens) -> ≈ 155 s per step")
+REFERENCE_STEP_SOURCE = ("ADS (Xu et al., arXiv 2606.22305) App. B Table 5: Qwen2.5-Math-1.5B offline stage 15.5 min "
+                         "≈ 6 RL steps (128 prompts x 8 rollouts, max 8192 tokens) -> ≈ 155 s per step")
 COMPONENTS = ("selector", "allocator", "rollout_filter")
 
 

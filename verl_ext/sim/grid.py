@@ -139,11 +139,11 @@ def studies(steps: float = 1.0, tasks: int = 50_000, world_set: dict | None = No
                 for q in NOISE_SWEEP for name in ("keep_all", "cbs_star", "cbs")]
         ads += [make("ads", f"ads proxy={q:g}", "ads", world={"proxy_noise": q}) for q in PROXY_SWEEP]
     out = {
-        "bots": Study(scenarios["bots"], tuple(bots), "random", "BOTS (papers/000)", "bots/" + STUDY_RECIPES["bots"][1]),
-        "coba": Study(scenarios["coba"], tuple(coba), "grpo", "CoBA-RL (papers/002)", "coba/" + STUDY_RECIPES["coba"][1]),
-        "cbs": Study(scenarios["cbs"], tuple(cbs), "keep_all", "CBS (papers/001)", "cbs/" + STUDY_RECIPES["cbs"][1]),
-        "ads": Study(scenarios["ads"], tuple(ads), "uniform", "ADS (papers/003)", "ads/" + STUDY_RECIPES["ads"][1]),
-        "progress": Study(scenarios["progress"], tuple(progress), "uniform", "Progress-aware sampling (papers/004)",
+        "bots": Study(scenarios["bots"], tuple(bots), "random", "BOTS", "bots/" + STUDY_RECIPES["bots"][1]),
+        "coba": Study(scenarios["coba"], tuple(coba), "grpo", "CoBA-RL", "coba/" + STUDY_RECIPES["coba"][1]),
+        "cbs": Study(scenarios["cbs"], tuple(cbs), "keep_all", "CBS", "cbs/" + STUDY_RECIPES["cbs"][1]),
+        "ads": Study(scenarios["ads"], tuple(ads), "uniform", "ADS", "ads/" + STUDY_RECIPES["ads"][1]),
+        "progress": Study(scenarios["progress"], tuple(progress), "uniform", "Progress-aware sampling (Yan)",
                           "progress/" + STUDY_RECIPES["progress"][1], metric="score", also=("accuracy", "pass_at_k")),
     }
     if full:

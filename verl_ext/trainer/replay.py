@@ -204,7 +204,7 @@ def recompute_replayed(worker_group, train: KVBatchMeta, replay_keys: list[str],
 
     * ``decouple``: the replayed rows' old log-probs for the decoupled loss (DOTS+RR), see :func:`_decouple`; the pass
       covers the whole update batch ``train``;
-    * ``entropy``: paper 001 Table 1 note 2, a rollout's entropy is that of its latest round of use: the replayed
+    * ``entropy``: CBS Table 1 note 2, a rollout's entropy is that of its latest round of use: the replayed
       rows' stored ``entropy`` (their generating policy's) becomes this step's policy's, the one the fresh rows'
       old-log-prob pass measured; the loss does not read it (entropy_coeff 0). Alone, the pass covers the replayed
       rows and the fewest other rows of ``train`` that split evenly over the ``dp_size`` ranks (its rows' entropy
