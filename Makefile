@@ -45,10 +45,10 @@ check-gpu:
 demo: $(STAMP)
 	$(PY) -m verl_ext.demo
 
-# The vLLM environment too: tests/trainer/test_bots_coba_vllm_trainer_on_cpu.py trains through verl's vLLM rollout.
-# The e2e modules and the others run side by side (scripts/run_tests.sh says why); PYTEST_ARGS go to both.
-test: $(STAMP) $(VLLM_STAMP)
-	VERL_EXT_REQUIRE_VLLM=1 PYTHON=$(PY) bash scripts/run_tests.sh $(PYTEST_ARGS)
+# The e2e modules, the other tests and the vLLM environment (built when missing: the modules marked `vllm` train
+# through verl's vLLM rollout and run last) side by side (scripts/run_tests.sh says why); PYTEST_ARGS go to each part.
+test: $(STAMP)
+	PYTHON=$(PY) VLLM_ENV_BUILD="$(MAKE) --no-print-directory vllm-env" bash scripts/run_tests.sh $(PYTEST_ARGS)
 
 # The developer's loop: everything but the e2e modules (Ray, vLLM, training runs) on two pytest-xdist workers of
 # one thread each (tiny tensors); no vLLM environment needed.

@@ -35,7 +35,7 @@ from verl_ext.cpu import vllm_rollout
 from verl_ext.trainer import records
 from verl_ext.trainer.components import task_pool
 
-pytestmark = pytest.mark.e2e  # starts Ray, vLLM or a training run: `make test-fast` leaves it out
+pytestmark = [pytest.mark.e2e, pytest.mark.vllm]  # a vLLM training run: make test runs it last, make test-fast never
 
 VLLM_PYTHON = vllm_rollout.project_venv_python(ROOT)
 if not VLLM_PYTHON.exists():
