@@ -20,7 +20,7 @@ from verl.utils import tensordict_utils as tu
 from verl.utils.dataset.rl_dataset import collate_fn
 
 from verl_ext.axes import StepResults
-from verl_ext.trainer.tq_rows import as_list
+from verl_ext.trainer.tq_rows import as_list, rollout_rewards
 
 PREFIX = "data_selection/measurement/"
 
@@ -44,7 +44,7 @@ def measurement_rollouts(trainer, tasks: np.ndarray, n: int) -> StepResults:
         keys = [k for k, t in zip(scored.keys, scored.tags) if not t.get("is_padding", False)]
         data = tq.kv_batch_get(keys=keys, partition_id=scored.partition_id, select_fields=["index", "rm_scores"])
         index = np.array(as_list(data["index"]), dtype=np.int64)
-        reward = data.select("rm_scores").to_padded_tensor()["rm_scores"].float().sum(-1).numpy()
+        reward = rollout_rewards(data.select("rm_scores").to_padded_tensor()["rm_scores"])
     finally:
         tq.kv_clear(keys=scored.keys, partition_id=scored.partition_id)
     unknown = sorted(set(index.tolist()) - set(np.asarray(tasks).tolist()))

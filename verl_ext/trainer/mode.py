@@ -77,7 +77,7 @@ from verl_ext.trainer.replay import (
     ReplayStore, Replayed, recompute_replayed, remeasures_entropy, sync_replay, zero_trainer_fields,
 )
 from verl_ext.trainer.startup_checks import check_supported
-from verl_ext.trainer.tq_rows import as_list, token_mean
+from verl_ext.trainer.tq_rows import as_list, rollout_rewards, token_mean
 
 logger = logging.getLogger(__name__)
 
@@ -283,7 +283,7 @@ class DataSelectionTrainer(PPOTrainerSync):
         dense = data.select(*token_fields).to_padded_tensor()[torch.from_numpy(order)]
         mask = dense["response_mask"].float()
         length = mask.sum(-1)
-        reward = dense["rm_scores"].float().sum(-1).numpy().astype(np.float64)
+        reward = rollout_rewards(dense["rm_scores"])
         advantage = token_mean(dense["advantages"], mask)
         group = np.unique([k.rsplit("_", 2)[0] for k in step.keys], return_inverse=True)[1]
         results = StepResults.from_rewards(index, reward)

@@ -14,3 +14,8 @@ def as_list(value) -> list:
 def token_mean(values: torch.Tensor, mask: torch.Tensor) -> np.ndarray:
     """Per row, the mean of ``values`` over its response tokens (``mask``), float64."""
     return ((values.float() * mask).sum(-1) / mask.sum(-1).clamp(min=1)).numpy().astype(np.float64)
+
+
+def rollout_rewards(rm_scores: torch.Tensor) -> np.ndarray:
+    """Per row, the rollout's reward: its token-level ``rm_scores`` summed (verl puts the score on the last token)."""
+    return rm_scores.float().sum(-1).numpy().astype(np.float64)
