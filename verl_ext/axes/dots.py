@@ -2,7 +2,8 @@
 the "DOTS+RR" baseline of ADS, checked against the authors' code (ASTRAL-Group/data-efficient-llm-rl @ 59df918,
 ``rl_training/verl/verl/trainer/ppo/ray_trainer.py`` = RT, ``.../ppo/teacher_utils.py`` = TU).
 
-Tags: **[paper]** the paper / the authors' code, **[decision]** chosen here.
+Tags: **[paper]** the DOTS paper, **[authors' code]** their code where the paper is silent (RT / TU lines),
+**[decision]** chosen here.
 
 * **Adaptive difficulty [paper]** ``d_q = 1 − pass rate`` over the prompt's rollouts (the code works with the pass
   rate itself; the linear calibration and the distance to 0.5 make the two equivalent). Pass rate =
@@ -16,21 +17,21 @@ Tags: **[paper]** the paper / the authors' code, **[decision]** chosen here.
   as ``OUT_STEM.embeddings.npy``: ``embedding_file``; or an ``extra_info`` list column), cosine with τ_a = 0.1
   (``similarity=dot`` for an adapter's outputs). [decision] ``attention`` stays the default while no predictor file
   exists for the recipes' data (training one needs pass rates of several policies on the training prompts).
-* **Linear recalibration [paper]** (TU:256-269, ``calibrate=true``): each round a least-squares line
+* **Linear recalibration [authors' code]** (TU:256-269, ``calibrate=true``): each round a least-squares line
   ``d ≈ a d̂ + c`` is fitted on the reference prompts' own predictions (each attends to the whole reference set,
   itself included) and applied to every prediction, unclipped. With one distinct prediction the line is flat at
   the mean (scikit-learn's LinearRegression there).
 * **Selection [paper]** utility ``−|d̂_q − target|``, target 0.5; ``temperature > 0`` draws without replacement
-  from ``softmax(−|d̂ − target| / temperature)`` (Gumbel top-k: no underflow), the authors' τ = 1e-3;
-  ``temperature = 0`` takes the closest.
+  from ``softmax(−|d̂ − target| / temperature)`` (Gumbel top-k: no underflow), τ = 1e-3 [authors' code]
+  (RT:899-909); ``temperature = 0`` takes the closest.
 * **Reference set and rounds**, two protocols. ``protocol=measured`` [authors' code] (RT:813-925): a round starts
   with ``reference_size`` prompts (theirs: 256) drawn uniformly from the pool and rolled out with the current policy
   **for measurement only** (:meth:`DotsSelector.measurement`, then :meth:`DotsSelector.measure` with their scored
   rollouts); every prompt of the pool is predicted and ``round_steps x`` the per-step count is drawn and shuffled in
   the same round, then served over ``round_steps`` steps (their ``mu = 2``): ``batch_size`` prompts per step in the
   first round (their ``B``), ``⌊fresh_fraction x batch_size⌋`` after it (``σ B``; the replay filter fills the rest).
-  The training rollouts never change the keys. This needs the trainer to generate and score the measurement
-  prompts before ``select``, not train on them and log them apart (not wired yet). ``protocol=in_batch``
+  The training rollouts never change the keys. The trainer generates and scores the measurement prompts before
+  ``select``, never trains on them and logs them apart (:mod:`verl_ext.trainer.measurement`). ``protocol=in_batch``
   [decision] (default, no extra generation): the reference prompts are part of the step's batch and train too:
   ``select`` returns ``reference_size`` reference prompts, re-drawn every step, followed by
   ``batch_size − reference_size`` targeted ones (disjoint), the targeted part of step ``t`` predicted from the

@@ -59,7 +59,7 @@ def bound_to_simplex(p: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.
     """The distribution within ``[lower, upper]`` closest to ``p`` in KL(q ‖ p): ``q = clip(c p, lower, upper)``
     with the one scale ``c`` that makes it sum to 1 **[decision]**.
 
-    Papers/004 §3.3 caps the bucket probability (0.5, 0.25, 0.18) or clips ``P(b) / P_data(b)`` to [0.5, 1.5]
+    The paper (§3.3) caps the bucket probability (0.5, 0.25, 0.18) or clips ``P(b) / P_data(b)`` to [0.5, 1.5]
     [paper], but says nothing of how the clipped mass is shared. The KL (information) projection keeps the ratios of the
     unclipped buckets as the mixture set them, as a multiplicative clip of ``P / P_data`` suggests, and equals the
     earlier rule (bound the violators, rescale the rest in proportion to ``p``) whenever only one side binds; a

@@ -25,9 +25,10 @@ such a group, whose group-relative advantage is zero, here it is dropped as dege
 With ``data.train_batch_size = σ B`` the update holds ``B`` groups of which ``σ B`` were generated this step:
 the paper's σ = 0.5, ``capacity`` = the authors' ``buffer_size`` = ``B``.
 
-Replayed rollouts keep their generation-time advantages (:mod:`verl_ext.trainer.replay`). Their loss, as the
-authors' (``correction=decoupled``, [paper] ``core_algos.py:197-235``): the current policy recomputes their old
-log-probs π_old before the update, the ratio π_θ/π_old is clipped as usual and each token is weighted by π_old/μ
+Replayed rollouts keep their generation-time advantages (:mod:`verl_ext.trainer.replay`). Their loss: the paper's
+modified replay loss as the authors compute it (``correction=decoupled``; [authors' code]
+``rl_training/verl/verl/trainer/ppo/core_algos.py:197-235``): the current policy recomputes their old log-probs
+π_old before the update, the ratio π_θ/π_old is clipped as usual and each token is weighted by π_old/μ
 (μ: the generating policy's stored log-prob; verl's ``rollout_is_weights``, untruncated); fresh rollouts get weight 1.
 ``correction=stored`` trains them against μ directly (CBS's convention). Composes with any selector:
 ``selector=dots rollout_filter=replay_fifo``.
