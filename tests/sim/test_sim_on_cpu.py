@@ -111,8 +111,8 @@ def test_a_replaying_filter_trains_on_stored_rollouts():
 def test_the_grid_is_the_recipes_composed_with_their_launchers_overrides():
     """Each checked setting equals what the full trainer composition of its launcher's command gives (a dropped
     recipe override fails here), and DOTS+RR / ADS run the ADS recipe's protocol and filter."""
-    from tests.recipes.recipes import compose_recipe
-    from verl_ext.recipe_overrides import settings
+    from tests.recipes.recipes import RECIPES, compose_recipe
+    from verl_ext.recipe_tables import with_tables
     from verl_ext.sim.recipes import DATA_PATHS
 
     studies = grid.studies(steps=0.02, tasks=2_000)
@@ -120,9 +120,9 @@ def test_the_grid_is_the_recipes_composed_with_their_launchers_overrides():
     root = grid.STUDY_RECIPES
     for study, name, choice in (("ads", "dots+rr", "dots"), ("cbs", "cbs_star", "cbs_star")):
         group, recipe, objective, axis = root[study]
-        lines = settings(loop_root(), group, recipe, objective, axis, choice)[0] if objective else []
         extra = [f"+objective={objective}"] if objective else []
-        full = compose_recipe(group, recipe, *extra, f"{axis}={choice}", *lines)
+        command = with_tables(RECIPES, [f"+{group}={recipe}", *extra, f"{axis}={choice}"])  # as verl_ext.main does
+        full = compose_recipe(group, recipe, *command[1:])
         for part in ("selector", "allocator", "rollout_filter"):
             composed = {k: v for k, v in dict(full[part]).items() if k not in DATA_PATHS}
             ours = {k: v for k, v in getattr(setting[study][name], part).items() if k not in DATA_PATHS}
@@ -138,14 +138,6 @@ def test_the_grid_is_the_recipes_composed_with_their_launchers_overrides():
     assert setting["ads"]["ads"].rollout_filter == {"name": "drop_degenerate", "drop": "all_wrong", "min_keep": 0}
     assert setting["ads"]["uniform+rr"].batch == 64 and setting["ads"]["uniform+rr"].rollout_filter == \
         dots.rollout_filter  # replay alone: DOTS+RR's fresh prompts and buffer, no selection
-
-
-def loop_root():
-    from pathlib import Path
-
-    from verl_ext.cpu import project_root
-
-    return Path(project_root())
 
 
 def test_a_short_grid_writes_tables_claims_and_plots_byte_identical_per_seed(tmp_path):

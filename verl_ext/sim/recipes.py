@@ -1,13 +1,13 @@
 """What a launcher's command composes, read without starting Hydra on the whole trainer config: the recipe's chain
-of files (``recipes/GROUP/SETTING.yaml`` and its defaults), the objective's preset (``+objective=``), the
-launcher's overrides (``verl_ext.recipe_overrides``: ``recipe.objectives`` and ``recipe.selectors.CHOICE``, its
-replay filter and its ``with`` leaves included) and the ``AXIS=CHOICE`` the launcher passes; each axis component
-composed by Hydra from ``verl_ext/config/<axis>/<name>.yaml`` with the recipe's and the launcher's field overrides.
-``tests/sim`` checks it against the full composition (``tests/recipes/recipes.py:compose_recipe``) and
-``recipe_overrides.settings`` (which reads the files again on every call: too slow for a grid of ~40 settings).
+of files (``recipes/GROUP/SETTING.yaml`` and its defaults), the objective's preset (``+objective=``), the recipe's
+rows for the command's choices (:func:`verl_ext.recipe_tables.rows`, which ``python -m verl_ext.main`` inserts:
+``recipe.objectives``, ``recipe.schedulers``, ``recipe.selectors.CHOICE`` with its replay filter and ``with`` leaves)
+and the ``AXIS=CHOICE`` the launcher passes; each axis component composed from ``verl_ext/config/<axis>/<name>.yaml``
+with the recipe's and the rows' field overrides. ``tests/sim`` checks it against the full composition of the launch
+path (Hydra, through :func:`verl_ext.recipe_tables.table_overrides`), which is too slow for a grid of ~40 settings.
 
 Precedence as Hydra applies it: the trainer's defaults < the recipe's files < the objective preset (composed after
-``+GROUP=SETTING``) < the launcher's overrides.
+``+GROUP=SETTING``) < the rows < the command's extra overrides.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import yaml
 from omegaconf import OmegaConf
 
 from verl_ext.cpu import project_root
-from verl_ext.recipe_overrides import chain, leaves, merged, text
+from verl_ext.recipe_tables import rows
 
 AXES = ("selector", "allocator", "rollout_filter")
 TRAINER_DEFAULTS = {"selector": "uniform", "allocator": "fixed", "rollout_filter": "keep_all"}  # verl_ext_trainer.yaml
@@ -28,6 +28,23 @@ VERL_DEFAULTS = {"algorithm.adv_estimator": "gae", "algorithm.norm_adv_by_std_in
                  "actor_rollout_ref.actor.loss_agg_mode": "token-mean", "actor_rollout_ref.rollout.val_kwargs.n": 1,
                  "data_selection.prefilters": []}  # verl/trainer/config/ppo_trainer.yaml, verl_ext_trainer.yaml
 DATA_PATHS = ("embedding_file", "predictor_file")  # files of real data: the simulator gives columns instead
+
+
+def _chain(path: Path, absolute: Path) -> list[Path]:
+    """The files a config's defaults list names (relative ones beside it, ``/x`` under ``absolute``), then itself."""
+    if not path.is_file():
+        raise ValueError(f"no config {path}")
+    files = []
+    for entry in (yaml.safe_load(path.read_text()) or {}).get("defaults") or []:
+        if isinstance(entry, str) and entry != "_self_":
+            where = absolute / entry[1:] if entry.startswith("/") else path.parent / entry
+            files += _chain(where.with_name(where.name + ".yaml"), absolute)
+    return files + [path]
+
+
+def _merged(path: Path, absolute: Path) -> dict:
+    """The files of :func:`_chain` merged in order, as a plain dict (interpolations kept)."""
+    return OmegaConf.to_container(OmegaConf.merge(*(OmegaConf.load(p) for p in _chain(path, absolute))))
 
 
 @dataclass(frozen=True)
@@ -58,7 +75,7 @@ def _preset(axis: str, name: str) -> dict:
     if not (config / f"{name}.yaml").is_file():
         raise ValueError(f"unknown {axis} {name!r} (verl_ext/config/{axis}: "
                          f"{' '.join(sorted(p.stem for p in config.glob('*.yaml')))})")
-    return {k: v for k, v in merged(config / f"{name}.yaml", config).items() if k != "defaults"}
+    return {k: v for k, v in _merged(config / f"{name}.yaml", config).items() if k != "defaults"}
 
 
 @lru_cache(maxsize=None)
@@ -74,39 +91,19 @@ def _recipe(group: str, setting: str) -> tuple[dict, dict]:
     config = _root() / "verl_ext" / "config"
     path = _root() / "recipes" / group / f"{setting}.yaml"
     choices = {}
-    for file in chain(path, config):
+    for file in _chain(path, config):
         for entry in (yaml.safe_load(file.read_text()) or {}).get("defaults") or []:
             if isinstance(entry, dict):
                 for key, name in entry.items():
                     if key.startswith("override /") and key[len("override /"):] in AXES:
                         choices[key[len("override /"):]] = name
-    return merged(path, config), choices
+    return _merged(path, config), choices
 
 
 @lru_cache(maxsize=None)
 def _objective(name: str) -> dict:
     config = _root() / "verl_ext" / "config"
-    return merged(config / "objective" / f"{name}.yaml", config)
-
-
-def launcher_lines(recipe: dict, objective: str, axis: str, choice: str) -> list[str]:
-    """The overrides ``python -m verl_ext.recipe_overrides`` prints (``settings``), from an already merged recipe:
-    ``recipe.objectives.OBJECTIVE``'s leaves, then the component's own settings (a selector's companion filter and
-    ``with`` leaves first)."""
-    own_recipe = recipe.get("recipe", {})
-    if objective not in own_recipe.get("objectives", {}):
-        raise ValueError(f"the recipe has no recipe.objectives.{objective}")
-    if axis == "rollout_filter":
-        own = ((own_recipe.get("schedulers") or {}).get(objective) or {}).get(_preset(axis, choice)["name"]) or {}
-    else:
-        own = dict((own_recipe.get("selectors") or {}).get(choice) or {})
-    lines = [f"{k}={text(v)}" for k, v in leaves(own_recipe["objectives"][objective] or {})]
-    companion = dict(own.pop("rollout_filter", None) or {}) if axis == "selector" else {}
-    if companion:
-        lines.append(f"rollout_filter={companion.pop('name')}")
-        lines += [f"rollout_filter.{k}={text(v)}" for k, v in leaves(companion)]
-    lines += [f"{k}={text(v)}" for k, v in leaves((own.pop("with", None) or {}) if axis == "selector" else {})]
-    return lines + [f"{axis}.{k}={text(v)}" for k, v in leaves(own)]
+    return _merged(config / "objective" / f"{name}.yaml", config)
 
 
 def _get(tree: dict, key: str):
@@ -129,12 +126,11 @@ def recipe_run(group: str, setting: str, objective: str | None, axis: str, choic
     launcher passes ``AXIS=CHOICE`` alone, BOTS and CoBA), then ``extra`` Hydra overrides (``key=value``)."""
     recipe, overridden = _recipe(group, setting)
     choices = {**TRAINER_DEFAULTS, **overridden}
-    layers, lines = [recipe], []
-    if objective is not None:
-        layers.append(_objective(objective))
-        lines = launcher_lines(recipe, objective, axis, choice)
+    layers = [recipe] if objective is None else [recipe, _objective(objective)]
     choices[axis] = choice
     fields: dict[str, list[str]] = {a: [f"{k}={v}" for k, v in _leaves(_get(layers[0], a) or {})] for a in AXES}
+    filter_name = component("rollout_filter", choices["rollout_filter"], tuple(fields["rollout_filter"]))["name"]
+    lines = rows(recipe.get("recipe") or {}, objective, choices["selector"], filter_name)
     scalars: dict = {}
     for line in [*lines, *extra]:
         key, _, value = line.partition("=")
