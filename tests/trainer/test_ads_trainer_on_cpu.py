@@ -9,7 +9,9 @@ topics. Two runs of 3 steps, 4 rollouts per prompt:
 * **ADS** on the ``minilm_`` columns, 2 clusters per step with mini-clusters of B = 3, so a step serves 6 prompts,
   or 5 when the 2-task football cluster is drawn (the step budget scales with the prompts served), and the
   all-wrong groups are dropped from the gradient batch (``drop_degenerate``, ``drop=all_wrong``: the paper's
-  code variant). A fresh selector replayed on the run's recorded rewards chooses exactly what the run chose.
+  code variant). A fresh selector replayed on the run's recorded rewards chooses exactly what the run chose. It
+  trains at 8 tokens and validates (before training) at the rollout's 32, as the recipes train at 8,192 and validate
+  at 14,336 (:mod:`verl_ext.trainer.generation_length`).
 * **DOTS+RR**: ``selector=dots protocol=measured`` (the authors' rounds, one step each here) on the embeddings file
   the preprocessing wrote with ``replay_fifo``: every step first rolls 3 reference prompts out for measurement only
   (scored, never trained on, logged apart), then targets the prompts predicted closest to difficulty 0.5 (6 in the
@@ -34,6 +36,7 @@ from verl_ext.trainer import records
 pytestmark = pytest.mark.e2e  # starts Ray, vLLM or a training run: `make test-fast` leaves it out
 
 STEPS, SEED, N, TASKS = 3, 2, 4, 6
+TRAIN_LENGTH, VAL_LENGTH = 8, 32  # the ADS run trains at 8 tokens and validates at 32 (the recipes: 8,192 / 14,336)
 TOPICS = {  # topic: (scripted reward kind, [(question, reference solution)])
     "cooking": ("easy", [
         ("How many minutes should I boil an egg for a soft yolk?", "Boil the egg for 6 minutes."),
@@ -99,7 +102,12 @@ def _trainer_run(prepared, name: str, selector: dict, *extra: str, mini: int = 3
 
 @pytest.fixture(scope="module")
 def ads_run(prepared):
-    return _trainer_run(prepared, "ads", ADS, "rollout_filter=drop_degenerate", "rollout_filter.drop=all_wrong")
+    val_dir = prepared["root"] / "ads_validation"
+    return _trainer_run(prepared, "ads", ADS, "rollout_filter=drop_degenerate", "rollout_filter.drop=all_wrong",
+                        f"data.max_response_length={TRAIN_LENGTH}",
+                        f"actor_rollout_ref.rollout.response_length={VAL_LENGTH}",
+                        "actor_rollout_ref.rollout.agent.default_agent_loop=verl_ext_single_turn",
+                        "trainer.val_before_train=true", f"trainer.validation_data_dir={val_dir}")
 
 
 @pytest.fixture(scope="module")
@@ -146,6 +154,23 @@ def test_ads_steps_serve_the_chosen_prompts_and_drop_all_wrong_groups(prepared, 
         wrong = [topic[t] == "football" for t in d["rollout_task"]]
         assert d["kept"] == [p for p, w in enumerate(wrong) if not w]  # all-wrong groups leave the gradient batch
         assert sorted({p for p in d["actor_update"]["pos"] if p >= 0}) == d["kept"]
+
+
+def test_ads_trains_at_its_length_and_validates_at_the_rollouts_longer_one(prepared, ads_run):
+    """Training rows (``data.max_response_length``) stop at 8 tokens, validation at the rollout's 32: the truncated
+    model rarely stops by itself, so both caps bind."""
+    from transformers import AutoTokenizer
+
+    from tests.trainer.scenario import model_path
+
+    lengths = [n for d in records.read_dumps(ads_run).values() for n in d["rollout_length"]]
+    assert max(lengths) == TRAIN_LENGTH and len(lengths) == sum(len(d["rollout_task"]) for d in
+                                                                records.read_dumps(ads_run).values())
+    tokenizer = AutoTokenizer.from_pretrained(model_path())
+    (dump,) = sorted((prepared["root"] / "ads_validation").glob("*.jsonl"))  # val_before_train: step 0
+    outputs = [json.loads(line)["output"] for line in dump.read_text().splitlines()]
+    val_lengths = [len(tokenizer(o, add_special_tokens=False)["input_ids"]) for o in outputs]
+    assert outputs and max(val_lengths) > 2 * TRAIN_LENGTH, val_lengths
 
 
 def test_ads_replayed_selector_chooses_what_the_run_chose(prepared, ads_run):

@@ -25,6 +25,8 @@ CPU_RECIPE = ("bots", "cpu_embedded", "actor_rollout_ref.model.path=/m")
     ("distillation.enabled=true", "distillation.enabled"),
     ("actor_rollout_ref.actor.ulysses_sequence_parallel_size=2", "actor: ulysses_sequence_parallel_size=2 with attention flex_attention"),
     ("actor_rollout_ref.ref.ulysses_sequence_parallel_size=2", "ref: ulysses_sequence_parallel_size=2 with attention flex_attention"),
+    ("actor_rollout_ref.rollout.response_length=128", "needs actor_rollout_ref.rollout.agent.default_agent_loop="
+                                                      "verl_ext_single_turn"),
 ])
 def test_unsupported_settings_are_refused_by_name(override, named):
     check_supported(compose_recipe(*CPU_RECIPE))  # the recipe itself is fine
@@ -39,6 +41,15 @@ def test_sequence_parallelism_is_accepted_with_flash_attention_only():
     flex = "actor_rollout_ref.model.override_config.attn_implementation=flex_attention"
     with pytest.raises(ValueError, match="with attention flex_attention"):
         check_supported(compose_recipe(*CPU_RECIPE, flex, "actor_rollout_ref.actor.ulysses_sequence_parallel_size=2"))
+
+
+def test_a_longer_validation_length_is_accepted_with_the_capping_agent_loop():
+    ads = compose_recipe("ads", "cpu_embedded", "actor_rollout_ref.model.path=/m")
+    assert ads.actor_rollout_ref.rollout.response_length > ads.data.max_response_length
+    check_supported(ads)
+    with pytest.raises(ValueError, match="verl's own loop would train at the rollout's length"):
+        check_supported(compose_recipe("ads", "cpu_embedded", "actor_rollout_ref.model.path=/m",
+                                       "actor_rollout_ref.rollout.agent.default_agent_loop=single_turn_agent"))
 
 
 def _recipes_with(tmp_path: Path, old: str, new: str) -> Path:

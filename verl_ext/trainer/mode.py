@@ -5,7 +5,9 @@ Only small methods of ``PPOTrainerSync`` are overridden (``trainer/ppo/v1/traine
 =====================================  ==================================================================
 ``_build_replay_buffer``               keeps verl's sync semantics (TB compares the mode with ``"sync"``)
 ``_init_dataloader``                   builds the task pool (``extra_info``) and the three components;
-                                       ``data_selection.val_n``: validation samples per prompt by data source
+                                       ``data_selection.val_n``: validation samples per prompt by data source;
+                                       training rows capped at ``data.max_response_length`` when the rollout
+                                       serves longer validation (:mod:`verl_ext.trainer.generation_length`)
 ``_next_train_batch``                  the selector's measurement-only tasks rolled out and scored first
                                        (:mod:`verl_ext.trainer.measurement`), then selector -> stable indices (at
                                        most ``data.train_batch_size``; fewer scale the step's rollout budget),
@@ -71,6 +73,7 @@ from verl_ext.trainer.batching import (
     MiniBatchPlan, fixed_micro_batch_size, mini_batch_tokens, plan_mini_batches, real_rows_per_row, spread_padding,
 )
 from verl_ext.trainer.components import build_axes, rollout_budget, task_pool
+from verl_ext.trainer.generation_length import training_cap, with_generation_cap
 from verl_ext.trainer.measurement import measurement_metrics, measurement_rollouts
 from verl_ext.trainer.metrics import selection_metrics
 from verl_ext.trainer.replay import (
@@ -174,6 +177,9 @@ class DataSelectionTrainer(PPOTrainerSync):
         self.axes = build_axes(self.config, self.task_pool)
         self.rollout_budget = rollout_budget(self.config)
         self.run_dir = os.path.abspath(self.config.trainer.default_local_dir)
+        cap = training_cap(self.config)
+        if cap is not None:  # validation generates to the rollout's (longer) length
+            self.train_dataset.dataframe = with_generation_cap(self.train_dataset.dataframe, cap)
         val_n = self.config.data_selection.get("val_n") or {}
         if val_n:
             self.val_dataset.dataframe = with_validation_n(

@@ -3,7 +3,8 @@
 * :func:`check_supported` - what trainer mode ``verl_ext`` cannot run: another ``trainer.v1.trainer_mode``
   (the async modes), ``parameter_sync_step > 1``, prompt refills (``sync_refill_failed_groups``),
   verl's DAPO ``algorithm.filter_groups`` (filter with ``rollout_filter=``), distillation, and a critic
-  whose mini-batch differs from the actor's; inside Ray (the trainer's constructor), also
+  whose mini-batch differs from the actor's, a rollout length above ``data.max_response_length`` without the
+  agent loop that caps training generation (:mod:`verl_ext.trainer.generation_length`); inside Ray (the trainer's constructor), also
   :func:`check_ray_cpus`.
 * :func:`check_ray_cpus` - the Ray nodes' free logical CPUs hold verl's placement groups (else verl waits forever).
 * :func:`check_recipe_keys` - every key a recipe YAML sets exists in the config composed without it
@@ -56,6 +57,9 @@ def check_supported(config) -> None:
         problems.append("critic.ppo_mini_batch_size != actor_rollout_ref.actor.ppo_mini_batch_size (both follow "
                         "one mini-batch plan)")
     problems += attention_problems(config)
+    from verl_ext.trainer.generation_length import check_generation_length
+
+    problems += check_generation_length(config)
     if problems:
         raise ValueError("not supported by trainer mode verl_ext:\n  " + "\n  ".join(problems))
     check_ray_cpus(config)
