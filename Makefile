@@ -40,10 +40,10 @@ install-gpu:
 # one tiny generate and one tiny update; CHECK_GPU_ARGS="--model PATH --attention IMPL" (see --help).
 check-gpu:
 	@test -x $(PY) || { echo "no $(VENV): run 'make install-gpu' first" >&2; exit 1; }
-	$(PY) -m verl_ext.check_gpu $(CHECK_GPU_ARGS)
+	$(PY) -m verl_ext.apps.check_gpu $(CHECK_GPU_ARGS)
 
 demo: $(STAMP)
-	$(PY) -m verl_ext.demo
+	$(PY) -m verl_ext.apps.demo
 
 # The e2e modules, the other tests and the vLLM environment (built when missing: the modules marked `vllm` train
 # through verl's vLLM rollout and run last) side by side (scripts/run_tests.sh says why); PYTEST_ARGS go to each part.
@@ -57,13 +57,13 @@ test-fast: $(STAMP)
 
 # Speed targets as ratios measured side by side in one run (results also in outputs/bench/*.json).
 bench: $(STAMP) $(VLLM_STAMP)
-	$(PY) -m verl_ext.bench
+	$(PY) -m verl_ext.apps.bench
 
-# Every selector, allocator and filter on a simulated learner at paper scale (verl_ext/sim; README "Simulation"):
+# Every selector, allocator and filter on a simulated learner at paper scale (verl_ext/apps/sim; README "Simulation"):
 # tables, claims and plots in outputs/sim/. SIM_ARGS="--studies bots --worlds base --seeds 8"; --full adds the sweeps
 # and the composition study (see --help).
 simulate: $(STAMP)
-	$(PY) -m verl_ext.sim $(SIM_ARGS)
+	$(PY) -m verl_ext.apps.sim $(SIM_ARGS)
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) outputs .pytest_cache

@@ -113,7 +113,7 @@ def arithmetic(train_size: int = 512, test_size: int = 200, seed: int = 0) -> di
 
 
 def arithmetic_easy(train_size: int = 192, test_size: int = 32, seed: int = 0) -> dict[str, list[dict]]:
-    """Two one-digit terms (+, -, *): after a short SFT (``verl_ext.warm_start``) the embedded model
+    """Two one-digit terms (+, -, *): after a short SFT (``verl_ext.apps.warm_start``) the embedded model
     solves many of them some of the time (measured: 15 of 32 held-out tasks with a pass rate strictly inside
     (0, 1) after 12 steps x 16 examples), the spread that task selection and budget allocation work on.
     About 300 distinct tasks exist: ``train_size + test_size`` must stay well below that."""

@@ -15,7 +15,7 @@ verifier's format flags), e.g. ``python -m eval.evaluate --run RUN --steps N --b
   SFT rows 50 % of the result.
 
 Each filter also names the learning rate of the SFT epoch that follows (naive 1e-5, clean 5e-6):
-``python -m verl_ext.rft`` runs sampling, this filter, that epoch and the evaluation in one command.
+``python -m verl_ext.apps.rft`` runs sampling, this filter, that epoch and the evaluation in one command.
 
 [decision] "an X % SFT mix" = X % of the written rows are original SFT rows, drawn without replacement (seeded;
 all of them when there are fewer); RFT rows come first in prompt order, the SFT rows after them (verl's SFT
@@ -41,7 +41,7 @@ class RftFilter:
     per_prompt: int  # completions kept per prompt
     sft_share: float  # share of the written rows that are original SFT rows
     clean: bool  # format-clean completions only, the shortest first
-    lr: float  # the SFT epoch's learning rate (python -m verl_ext.rft)
+    lr: float  # the SFT epoch's learning rate (python -m verl_ext.apps.rft)
 
 
 FILTERS = {"naive": RftFilter(per_prompt=2, sft_share=0.3, clean=False, lr=1e-5),

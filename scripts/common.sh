@@ -138,13 +138,13 @@ objective_train() {
 }
 
 # The end of every scripts/*/cpu_embedded.sh: TRAIN (the group's launcher function) on its cpu_embedded recipe with
-# MODEL_PATH and EXPERIMENT_NAME, then the run's per-step table of AXIS (python -m verl_ext.run_summary) and the
+# MODEL_PATH and EXPERIMENT_NAME, then the run's per-step table of AXIS (python -m verl_ext.apps.run_summary) and the
 # script's wall time.
 cpu_embedded_train() {  # cpu_embedded_train TRAIN AXIS [launcher arguments...]
   local train="$1" axis="$2"; shift 2
   export MODEL_PATH EXPERIMENT_NAME
   "$train" cpu_embedded "$@"
   [[ "${DRY_RUN:-0}" == 1 ]] && return 0
-  "$PYTHON" -m verl_ext.run_summary "$(abspath "$OUT_DIR")/$EXPERIMENT_NAME" --axis "$axis"
+  "$PYTHON" -m verl_ext.apps.run_summary "$(abspath "$OUT_DIR")/$EXPERIMENT_NAME" --axis "$axis"
   echo "cpu_embedded: $SECONDS s in all"
 }

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # A first measurement on a bare GPU machine: python + torch (CUDA) + transformers and this repository, no vLLM /
 # verl / Ray / Hydra, no network, nothing installed. Under 10 minutes on one H100/H200 (BUDGET_S, default 540 s):
-#   1. the actor update on CUDA in bf16 for every attention backend (python -m verl_ext.check_gpu --no-vllm):
+#   1. the actor update on CUDA in bf16 for every attention backend (python -m verl_ext.apps.check_gpu --no-vllm):
 #      log-probs and gradients against eager attention on the padded batch;
-#   2. the attention bench (python -m verl_ext.bench.attention): forward + backward of a Qwen2.5-1.5B-shaped
+#   2. the attention bench (python -m verl_ext.apps.bench.attention): forward + backward of a Qwen2.5-1.5B-shaped
 #      model, random weights, on packed micro-batches of 8k / 16k / 32k tokens, per backend;
-#   3. the actor's step pattern (python -m verl_ext.bench.attention --steps): eval forward, then train forward +
+#   3. the actor's step pattern (python -m verl_ext.apps.bench.attention --steps): eval forward, then train forward +
 #      backward, new micro-batch sizes each step, for the recipes' backend and sdpa: what compilation costs in the
 #      first step and whether later steps compile again;
 #   4. one Markdown table of all: $OUT/results.md (and $OUT/results.json; logs and raw JSON beside them).
@@ -46,14 +46,14 @@ echo "gpu_first_hour: device $DEVICE, model ${MODEL_PATH:-random weights ($SIZE 
 
 # 1. actor update per backend: at most a third of the budget (flex_attention compiles on its first call)
 limit=$(( $(left) / 3 + 1 ))
-limited "$limit" "$PYTHON" -m verl_ext.check_gpu --no-vllm ${CPU_FLAG[@]+"${CPU_FLAG[@]}"} \
+limited "$limit" "$PYTHON" -m verl_ext.apps.check_gpu --no-vllm ${CPU_FLAG[@]+"${CPU_FLAG[@]}"} \
   ${MODEL_ARGS[@]+"${MODEL_ARGS[@]}"} --json "$OUT/update.json" 2>&1 | tee "$OUT/update.log"
 update_rc=${PIPESTATUS[0]}
 [[ $update_rc == 124 || $update_rc == 137 ]] && echo "gpu_first_hour: update check stopped at ${limit} s" >&2
 
 # 2. attention bench: starts no measurement in its last 60 s, stopped STEPS_S + 15 s before the end of the budget
 limit=$(( $(left) > STEPS_S + 16 ? $(left) - STEPS_S - 15 : 1 ))
-limited "$limit" "$PYTHON" -m verl_ext.bench.attention --device "$DEVICE" --size "$SIZE" --repeats "$REPEATS" \
+limited "$limit" "$PYTHON" -m verl_ext.apps.bench.attention --device "$DEVICE" --size "$SIZE" --repeats "$REPEATS" \
   ${MODEL_ARGS[@]+"${MODEL_ARGS[@]}"} --budget-s $(( limit - 60 > 0 ? limit - 60 : 0 )) --json "$OUT/bench.json" \
   2>&1 | tee "$OUT/bench.log"
 bench_rc=${PIPESTATUS[0]}
@@ -61,14 +61,14 @@ bench_rc=${PIPESTATUS[0]}
 
 # 3. the actor's step pattern: flex attention's first step compiles (about a minute on one H200), later ones should not
 limit=$(( $(left) > 16 ? $(left) - 15 : 1 ))
-limited "$limit" "$PYTHON" -m verl_ext.bench.attention --device "$DEVICE" --size "$SIZE" --steps "$STEPS" \
+limited "$limit" "$PYTHON" -m verl_ext.apps.bench.attention --device "$DEVICE" --size "$SIZE" --steps "$STEPS" \
   --tokens "$STEP_TOKENS" --backends flex_attention sdpa ${MODEL_ARGS[@]+"${MODEL_ARGS[@]}"} --json "$OUT/steps.json" \
   2>&1 | tee "$OUT/steps.log"
 steps_rc=${PIPESTATUS[0]}
 [[ $steps_rc == 124 || $steps_rc == 137 ]] && echo "gpu_first_hour: actor steps stopped at their ${limit} s limit" >&2
 
 # 4. one table
-"$PYTHON" -m verl_ext.bench.attention --summary "$OUT" || exit 1
+"$PYTHON" -m verl_ext.apps.bench.attention --summary "$OUT" || exit 1
 echo "gpu_first_hour: $(( SECONDS - start )) s; update check exit $update_rc, bench exit $bench_rc," \
   "actor steps exit $steps_rc; table: $OUT/results.md"
 [[ $update_rc == 0 && $bench_rc == 0 && $steps_rc == 0 ]]

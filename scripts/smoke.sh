@@ -20,7 +20,7 @@ smoke_needs() {  # smoke_needs FILE
 }
 
 # TRAIN (the group's launcher function) on the gpu_smoke recipe, then what the run shows: the per-step table and
-# AXIS's choices (python -m verl_ext.run_summary), where the metrics and the checkpoint are and which keys to read.
+# AXIS's choices (python -m verl_ext.apps.run_summary), where the metrics and the checkpoint are and which keys to read.
 # Exits 1 when this run (not an earlier one in the same folder) saved no checkpoint or logged no validation.
 smoke_train() {  # smoke_train TRAIN AXIS [launcher arguments...]
   local train="$1" axis="$2"; shift 2
@@ -29,7 +29,7 @@ smoke_train() {  # smoke_train TRAIN AXIS [launcher arguments...]
   started="@$(date +%s.%N)"  # this run's files are newer (find -newermt)
   "$train" gpu_smoke "$@"
   [[ "${DRY_RUN:-0}" == 1 ]] && return 0
-  "$PYTHON" -m verl_ext.run_summary "$run" --axis "$axis"
+  "$PYTHON" -m verl_ext.apps.run_summary "$run" --axis "$axis"
   step="$(tr -d '[:space:]' 2>/dev/null <"$run/latest_checkpointed_iteration.txt")" || true
   if [[ -z "$step" || ! -d "$run/global_step_$step" ||
         -z "$(find "$run/latest_checkpointed_iteration.txt" -newermt "$started")" ]]; then

@@ -1,5 +1,5 @@
 """The attention backends' verl overrides, requirements and batch layouts (verl_ext.attention), and the attention
-bench on the tiny model (verl_ext.bench.attention). Backends' log-probs and gradients:
+bench on the tiny model (verl_ext.apps.bench.attention). Backends' log-probs and gradients:
 tests/recipes/test_gpu_stack_on_cpu.py; the bench and the update check on a simulated bare GPU machine:
 tests/test_check_gpu_on_cpu.py."""
 
@@ -13,8 +13,8 @@ import torch
 
 from verl_ext import attention
 from verl_ext.attention import BACKENDS, backend_of, config_problems, get_backend, model_inputs, predicting_rows
-from verl_ext.bench import attention as bench
-from verl_ext.bench.__main__ import BENCHMARKS
+from verl_ext.apps.bench import attention as bench
+from verl_ext.apps.bench.__main__ import BENCHMARKS
 
 
 def test_overrides_select_the_backend_in_verl():

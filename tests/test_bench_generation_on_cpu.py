@@ -1,11 +1,11 @@
-"""The generation bench (verl_ext/bench/generation.py): a backend measured in its own process through the
+"""The generation bench (verl_ext/apps/bench/generation.py): a backend measured in its own process through the
 evaluator's code reports its start-up and generation apart and the tokens it generated; the report sets both
 backends side by side with the ratio. (vLLM's side runs the evaluator's ``vllm_engine`` / ``iter_vllm``, which
 ``tests/trainer/test_bots_coba_vllm_trainer_on_cpu.py`` runs through ``eval.evaluate --backend vllm``.)"""
 
 import pytest
 
-from verl_ext.bench import generation as bench
+from verl_ext.apps.bench import generation as bench
 
 pytestmark = pytest.mark.e2e  # starts Ray, vLLM or a training run: `make test-fast` leaves it out
 

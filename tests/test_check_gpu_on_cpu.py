@@ -1,4 +1,4 @@
-"""``python -m verl_ext.check_gpu`` on a machine without a GPU, and its pieces that run on a CPU."""
+"""``python -m verl_ext.apps.check_gpu`` on a machine without a GPU, and its pieces that run on a CPU."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
-from verl_ext import check_gpu
+from verl_ext.apps import check_gpu
 from verl_ext.attention import BACKENDS
 from verl_ext.cpu import project_root
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "verl_ext.check_gpu", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "verl_ext.apps.check_gpu", *args], capture_output=True, text=True,
                           timeout=300, cwd=project_root())
 
 

@@ -1,4 +1,4 @@
-"""``make demo`` (verl_ext.demo): its summary arithmetic on hand-built logs, and one whole demo through the real
+"""``make demo`` (verl_ext.apps.demo): its summary arithmetic on hand-built logs, and one whole demo through the real
 warm start, reference pass rates, trainer and evaluator on the 2-layer truncated model (text meaningless)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 
 from data_prep.embedded import make_row
 from data_prep.schema import write_rows
-from verl_ext import demo
+from verl_ext.apps import demo
 from verl_ext.models.embedded import embedded_model_path
 
 pytestmark = pytest.mark.e2e  # starts Ray, vLLM or a training run: `make test-fast` leaves it out
@@ -80,8 +80,8 @@ def test_demo_end_to_end_on_the_truncated_model(tmp_path):
     (root / base.name).symlink_to(base, target_is_directory=True)
     out = tmp_path / "demo"
     proc = subprocess.run(
-        [sys.executable, "-m", "verl_ext.demo", "--num-layers", "2", "--out", str(out), "--steps", "2", "--tasks", "2",
-         "--budget", "6", "--pool", "4", "--ref-n", "1", "--eval-tasks", "2", "--eval-k", "2"],
+        [sys.executable, "-m", "verl_ext.apps.demo", "--num-layers", "2", "--out", str(out), "--steps", "2",
+         "--tasks", "2", "--budget", "6", "--pool", "4", "--ref-n", "1", "--eval-tasks", "2", "--eval-k", "2"],
         capture_output=True, text=True, env={**os.environ, "VERL_EXT_CACHE": str(tmp_path / "cache")}, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     lines = proc.stdout.splitlines()

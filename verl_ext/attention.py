@@ -183,7 +183,7 @@ def flex_reference() -> Iterator[None]:
     operator (dense scores, the same ``score_mod`` and block mask, torch's autograd formula for the backward)
     instead of the compiled kernel, which has no backward on CPU, and builds the block mask from transformers'
     ``mask_mod`` without compiling it. It checks transformers' document mask and the operator's semantics on CPU;
-    it says nothing about the compiled kernels (CUDA: ``verl_ext.check_gpu``)."""
+    it says nothing about the compiled kernels (CUDA: ``verl_ext.apps.check_gpu``)."""
     from torch._higher_order_ops.flex_attention import flex_attention as flex_attention_op
     from torch.nn.attention.flex_attention import _apply_kernel_options, create_block_mask
     from transformers import masking_utils

@@ -2,7 +2,7 @@
 # Progress-aware sampling end to end on this CPU with nothing downloaded (recipes/progress/cpu_embedded.yaml):
 #   1. a pool of embedded Countdown tasks with their buckets and 8 held-out ones (python -m data_prep countdown),
 #   2. the policy: the embedded SmolLM2-135M-Instruct after a short SFT on worked embedded Countdown answers (python
-#      -m verl_ext.warm_start --task countdown: cached, the CPU stand-in for the paper's SFT checkpoint;
+#      -m verl_ext.apps.warm_start --task countdown: cached, the CPU stand-in for the paper's SFT checkpoint;
 #      WARM_START=0 takes the embedded model as it is), 3. three RLOO steps of 4 prompts x 4 rollouts, by default
 #      with the conservative selector (python -m verl_ext.main --cpu), 4. the per-step table (reward, timings).
 #   scripts/progress/cpu_embedded.sh [uniform|bucket_uniform|empirical|conservative|density_ratio|random_buckets|
@@ -27,11 +27,11 @@ if [[ ! -f "$DATA_DIR/countdown/train.parquet" || "${FORCE:-0}" == 1 ]]; then
   execute "$PYTHON" -m data_prep countdown --out "$DATA_DIR" --train-size "${POOL:-64}" --test-size 8
 fi
 if [[ "${WARM_START:-1}" == 1 ]]; then
-  warm=("$PYTHON" -m verl_ext.warm_start --task countdown ${NUM_LAYERS:+--num-layers "$NUM_LAYERS"})
+  warm=("$PYTHON" -m verl_ext.apps.warm_start --task countdown ${NUM_LAYERS:+--num-layers "$NUM_LAYERS"})
   if [[ "${DRY_RUN:-0}" == 1 ]]; then  # the directory it prints, without building it
     execute "${warm[@]}"
     MODEL_PATH="$("$PYTHON" -c 'import sys; from verl_ext.models.embedded import cache_root
-from verl_ext.warm_start import WarmStartConfig
+from verl_ext.apps.warm_start import WarmStartConfig
 print(cache_root() / "models" / WarmStartConfig(task="countdown", num_layers=int(sys.argv[1]) if sys.argv[1] else None).name())' \
       "${NUM_LAYERS:-}")"
   else

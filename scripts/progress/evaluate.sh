@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The paper's evaluation of the progress runs, then its tables:
 #   1. each RLOO run of the grid (OUT_DIR/SETTING-rloo-SELECTOR, SELECTORS as scripts/progress/grid.sh) at its last
-#      checkpoint on the 200 held-out prompts (benchmark "countdown", as verl_ext.rft names it) and on the official
+#      checkpoint on the 200 held-out prompts (benchmark "countdown", as verl_ext.apps.rft names it) and on the official
 #      50-prompt test split of asingh15/countdown_tasks_3to4 (benchmark "countdown_official", the paper's App. B)
 #      x 16 samples, temperature 0.6, top-k 20, top-p 0.95, 1,024 tokens (python -m eval.evaluate --preset
 #      progress; samples in RUN/eval/step_N/BENCHMARK/samples.jsonl, resumable);

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Verifier-filtered self-training (RFT; Yan, "Progress-Aware Prompt Sampling", CS224R, §3.4) from the uniform RLOO
-# run's last checkpoint, one command (python -m verl_ext.rft): K = 32 samples per training prompt (eval.evaluate, preset
+# run's last checkpoint, one command (python -m verl_ext.apps.rft): K = 32 samples per training prompt (eval.evaluate, preset
 # progress), filtered (data_prep.rft), one epoch of verl's SFT trainer from that checkpoint, then the result
 # evaluated on the 200 held-out prompts (preset progress):
 #   naive: verifier-correct completions, at most 2 per prompt, 30 % original SFT data, lr 1e-5   [paper]
 #   clean: the shortest format-clean correct completion per prompt, 50 % SFT data, lr 5e-6       [paper]
-#   scripts/progress/rft.sh naive|clean [python -m verl_ext.rft flags...] [-- Hydra overrides of the SFT...]
+#   scripts/progress/rft.sh naive|clean [python -m verl_ext.apps.rft flags...] [-- Hydra overrides of the SFT...]
 # e.g. scripts/progress/rft.sh naive -- optim.lr=2e-5
 # The weights land in OUT/sft/global_step_N/huggingface and the evaluation in OUT/sft/eval, OUT =
 # OUT_DIR/qwen2.5-0.5b_countdown-rft_FILTER: `python -m eval.tables progress --runs rft_naive=OUT/sft ...`.
@@ -26,7 +26,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 filter="${1:-}"
 case "$filter" in
   naive|clean) shift ;;
-  *) echo "usage: scripts/progress/rft.sh naive|clean [verl_ext.rft flags...] [-- SFT overrides...]" >&2; exit 2 ;;
+  *) echo "usage: scripts/progress/rft.sh naive|clean [verl_ext.apps.rft flags...] [-- SFT overrides...]" >&2; exit 2 ;;
 esac
 flags=() overrides=() seen=0
 for arg in "$@"; do
@@ -42,7 +42,7 @@ else
   step="${STEP:-$(last_step "$run")}" || exit 2
 fi
 
-cmd=("$PYTHON" -m verl_ext.rft --model "$run/global_step_$step/actor"
+cmd=("$PYTHON" -m verl_ext.apps.rft --model "$run/global_step_$step/actor"
      --train "$data_dir/countdown/train.parquet" --sft "${SFT_MIX:-$data_dir/cog_behav_all_strategies/train.parquet}"
      --test "$data_dir/countdown/test.parquet" --filter "$filter" --out "$out_dir/$PROGRESS_SETTING-rft_$filter"
      --k 32 --train-limit "${RFT_PROMPTS:-4000}" --test-limit 200 --seed 0)

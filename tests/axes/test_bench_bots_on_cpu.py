@@ -1,4 +1,4 @@
-"""The BOTS bench (verl_ext/bench/bots.py): its vectorised reference, a step as the authors' code does it, chooses
+"""The BOTS bench (verl_ext/apps/bench/bots.py): its vectorised reference, a step as the authors' code does it, chooses
 the same tasks and keeps the same posteriors as the selector; the report gives both ratios and the step share."""
 
 import math
@@ -8,7 +8,7 @@ import pytest
 
 from verl_ext.axes.bots import BotsSelector, BotsSelectorConfig
 from verl_ext.axes.types import StepResults, TaskPool
-from verl_ext.bench import bots as bench
+from verl_ext.apps.bench import bots as bench
 
 N, B, M = 3000, 64, 16
 

@@ -1,11 +1,11 @@
-"""The CBS bench (verl_ext/bench/cbs.py): the batched reference and the per-rollout loop choose the scheduler's
+"""The CBS bench (verl_ext/apps/bench/cbs.py): the batched reference and the per-rollout loop choose the scheduler's
 rollouts round after round, all on one torch thread as the scheduler runs; the report gives both ratios."""
 
 import math
 
 import torch
 
-from verl_ext.bench import cbs as bench
+from verl_ext.apps.bench import cbs as bench
 
 
 def test_both_references_make_the_schedulers_choices_and_the_report_gives_both_ratios():

@@ -1,4 +1,4 @@
-"""The CoBA bench (verl_ext/bench/coba.py): the vectorised greedy on the whole gain table gives the heap's counts,
+"""The CoBA bench (verl_ext/apps/bench/coba.py): the vectorised greedy on the whole gain table gives the heap's counts,
 ties included; the report gives both ratios (table and heap against the allocator)."""
 
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 
 from verl_ext.axes.budget_solvers import geometric_allocate, geometric_gain, heap_allocate
 from verl_ext.axes.coba import CobaAllocatorConfig, coba_gains
-from verl_ext.bench import coba as bench
+from verl_ext.apps.bench import coba as bench
 
 
 @pytest.mark.parametrize(("m", "low", "high", "total"), [(40, 2, 128, 640), (40, 2, 128, 40 * 120), (300, 1, 9, 1500)])

@@ -1,12 +1,12 @@
-"""``python -m verl_ext.bench --run DIR`` (verl_ext/bench/share.py): each component's median share of a trainer run's
-step from metrics files in the trainer's format (a resumed run's file wins for a step logged twice)."""
+"""``python -m verl_ext.apps.bench --run DIR`` (verl_ext/apps/bench/share.py): each component's median share of a
+trainer run's step from metrics files in the trainer's format (a resumed run's file wins for a step logged twice)."""
 
 import json
 
 import pytest
 
-from verl_ext.bench import share
-from verl_ext.bench.__main__ import main
+from verl_ext.apps.bench import share
+from verl_ext.apps.bench.__main__ import main
 
 
 def _write_metrics(path, steps):

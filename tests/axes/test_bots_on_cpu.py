@@ -13,7 +13,7 @@ import torch
 
 from verl_ext.axes import StepResults, TaskPool, build_selector
 from verl_ext.axes.bots import BotsSelector, BotsSelectorConfig
-from verl_ext.bench.bots import PerTaskBots
+from verl_ext.apps.bench.bots import PerTaskBots
 
 
 def pool_with_references(n: int, seed: int = 0, index_offset: int = 1000) -> TaskPool:

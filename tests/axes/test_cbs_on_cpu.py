@@ -133,7 +133,7 @@ def test_random_ablation_ignores_the_scores():
 
 
 def test_bench_per_rollout_oracle_makes_the_same_choices():
-    from verl_ext.bench import cbs as bench
+    from verl_ext.apps.bench import cbs as bench
 
     rows = bench.run(sizes=((64, 16),), rounds=3)
     assert rows[0]["same_choices"] and rows[0]["fast_s"] > 0

@@ -1,6 +1,6 @@
-"""The progress-selector cost benchmark (verl_ext/bench/progress.py) on a small pool: every variant runs, timings and
-ratios to uniform and to the reference bucket sampler are finite and positive, the report has a row per variant,
-``python -m verl_ext.bench`` knows it; the reference computes each bucket preset's distribution and draws its
+"""The progress-selector cost benchmark (verl_ext/apps/bench/progress.py) on a small pool: every variant runs, timings
+and ratios to uniform and to the reference bucket sampler are finite and positive, the report has a row per variant,
+``python -m verl_ext.apps.bench`` knows it; the reference computes each bucket preset's distribution and draws its
 prompts."""
 
 import math
@@ -10,8 +10,8 @@ import pytest
 
 from verl_ext.axes import build_selector
 from verl_ext.axes.progress import bound_to_simplex
-from verl_ext.bench import progress as bench
-from verl_ext.bench.__main__ import BENCHMARKS
+from verl_ext.apps.bench import progress as bench
+from verl_ext.apps.bench.__main__ import BENCHMARKS
 
 BUCKET_PRESETS = ("bucket_uniform", "empirical", "conservative", "density_ratio", "random_buckets")
 

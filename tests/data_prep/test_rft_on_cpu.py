@@ -82,9 +82,9 @@ def test_mix_sizes_and_bad_samples(data, tmp_path, capsys):
 
 
 def test_the_chain_refuses_another_chain_in_its_folder_and_a_sample_set_without_a_correct_one(data, tmp_path):
-    """``python -m verl_ext.rft``'s checks before and after sampling (its whole path: tests/trainer/
+    """``python -m verl_ext.apps.rft``'s checks before and after sampling (its whole path: tests/trainer/
     test_progress_chain_on_cpu.py)."""
-    from verl_ext import rft
+    from verl_ext.apps import rft
 
     _, train, sft_train, _, index = data
     (tmp_path / "samples" / "model" / "train").mkdir(parents=True)  # a finished sampling stage: nothing correct

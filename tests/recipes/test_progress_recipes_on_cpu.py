@@ -260,14 +260,14 @@ def test_rft_dry_run(tmp_path):
     data = "/data"
     for name in ("naive", "clean"):
         (words,) = commands(_launch("rft.sh", name, DATA_DIR=data, OUT_DIR=str(tmp_path)))
-        assert words[1:] == ["-m", "verl_ext.rft", "--model", f"{run}/global_step_100/actor",
+        assert words[1:] == ["-m", "verl_ext.apps.rft", "--model", f"{run}/global_step_100/actor",
                              "--train", f"{data}/countdown/train.parquet",
                              "--sft", f"{data}/cog_behav_all_strategies/train.parquet",  # the paper's SFT data
                              "--test", f"{data}/countdown/test.parquet", "--filter", name,
                              "--out", f"{tmp_path}/{SETTING}-rft_{name}", "--k", "32", "--train-limit", "4000",
                              "--test-limit", "200", "--seed", "0", "--", "trainer.n_gpus_per_node=8"]
-        assert not any(w.startswith("optim.lr") for w in words)  # the filter's lr: verl_ext.rft's (1e-5 / 5e-6)
-    # another run and step, verl_ext.rft's own flags, SFT overrides after --; on the CPU
+        assert not any(w.startswith("optim.lr") for w in words)  # the filter's lr: verl_ext.apps.rft's (1e-5 / 5e-6)
+    # another run and step, verl_ext.apps.rft's own flags, SFT overrides after --; on the CPU
     (words,) = commands(_launch("rft.sh", "clean", "--backend", "hf", "--", "optim.lr=1e-6", RUN="/runs/u",
                                 STEP="50", CPU="1", RFT_PROMPTS="64"))
     assert words[words.index("--model") + 1] == "/runs/u/global_step_50/actor"
@@ -308,7 +308,7 @@ def test_cpu_preset_composes_for_the_cpu(selector):
 
     prep, warm, train = commands(_launch("cpu_embedded.sh", selector, FORCE="1", DATA_DIR="/d"))
     assert prep[1:] == ["-m", "data_prep", "countdown", "--out", "/d", "--train-size", "64", "--test-size", "8"]
-    assert warm[1:] == ["-m", "verl_ext.warm_start", "--task", "countdown"]
+    assert warm[1:] == ["-m", "verl_ext.apps.warm_start", "--task", "countdown"]
     assert train[3:7] == ["--cpu", "--config-dir", str(RECIPES), "+progress=cpu_embedded"]
     assert f"trainer.experiment_name=cpu_embedded-rloo-{selector}" in train and "trainer.nnodes=1" not in train
     assert any(w.startswith("actor_rollout_ref.model.path=") and "-sft-countdown-" in w for w in train)

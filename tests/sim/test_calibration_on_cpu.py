@@ -1,10 +1,10 @@
-"""The calibration's comparison code (verl_ext/sim/calibration.py) on recorded-shape input: real runs' step dumps
+"""The calibration's comparison code (verl_ext/apps/sim/calibration.py) on recorded-shape input: real runs' step dumps
 as the trainer writes them, the simulator on a world fitted to a small pool; no trainer run here."""
 
 import numpy as np
 import pytest
 
-from verl_ext.sim import calibration
+from verl_ext.apps.sim import calibration
 
 
 def test_a_real_runs_dumps_give_the_simulators_per_step_metrics():

@@ -1,4 +1,4 @@
-"""The simulator (verl_ext/sim): deterministic per seed, sane learning and selection, the trainer's components and
+"""The simulator (verl_ext/apps/sim): deterministic per seed, sane learning and selection, the trainer's components and
 configs, replay through the trainer's interface, and a short grid end to end (tables, claims, plots)."""
 
 import json
@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from verl_ext.axes.allocators import FixedAllocator, FixedAllocatorConfig
-from verl_ext.sim import grid, loop
-from verl_ext.sim.learner import Learner, LearnerConfig, Update
-from verl_ext.sim.loop import Scenario, Setting, run
-from verl_ext.sim.world import World, WorldConfig
+from verl_ext.apps.sim import grid, loop
+from verl_ext.apps.sim.learner import Learner, LearnerConfig, Update
+from verl_ext.apps.sim.loop import Scenario, Setting, run
+from verl_ext.apps.sim.world import World, WorldConfig
 
 SMALL = WorldConfig(tasks=3_000, held_out=500)
 
@@ -113,7 +113,7 @@ def test_the_grid_is_the_recipes_composed_with_their_launchers_overrides():
     recipe override fails here), and DOTS+RR / ADS run the ADS recipe's protocol and filter."""
     from tests.recipes.recipes import RECIPES, compose_recipe
     from verl_ext.recipe_tables import with_tables
-    from verl_ext.sim.recipes import DATA_PATHS
+    from verl_ext.apps.sim.recipes import DATA_PATHS
 
     studies = grid.studies(steps=0.02, tasks=2_000)
     setting = {study: {s.name: s for s in studies[study].settings} for study in studies}
@@ -141,8 +141,8 @@ def test_the_grid_is_the_recipes_composed_with_their_launchers_overrides():
 
 
 def test_a_short_grid_writes_tables_claims_and_plots_byte_identical_per_seed(tmp_path):
-    from verl_ext.sim.__main__ import main
-    from verl_ext.sim.world import PRESETS
+    from verl_ext.apps.sim.__main__ import main
+    from verl_ext.apps.sim.world import PRESETS
 
     args = ["--seeds", "2", "--seed-offset", "3", "--tasks", "2000", "--steps-scale", "0.02", "--workers", "1",
             "--studies", "ads", "--worlds", "base", "noisy_reference"]
@@ -165,8 +165,8 @@ def test_a_short_grid_writes_tables_claims_and_plots_byte_identical_per_seed(tmp
 
 
 def test_verdicts_have_an_equivalence_margin_and_t_intervals():
-    from verl_ext.sim.claims import verdict
-    from verl_ext.sim.report import t_interval
+    from verl_ext.apps.sim.claims import verdict
+    from verl_ext.apps.sim.report import t_interval
 
     d = t_interval(np.array([0.1, 0.2, 0.3]))
     assert d.mean == pytest.approx(0.2) and d.high - d.mean == pytest.approx(4.303 * 0.1 / np.sqrt(3), rel=1e-3)
@@ -186,7 +186,7 @@ def test_components_see_stable_indices_not_positions():
             seen.append(np.asarray(tasks))
             return super().allocate(step, tasks, total)
 
-    import verl_ext.sim.loop as sim_loop
+    import verl_ext.apps.sim.loop as sim_loop
 
     original = sim_loop.build_allocator
     sim_loop.build_allocator = lambda cfg, seed: Spy(FixedAllocatorConfig(), seed)

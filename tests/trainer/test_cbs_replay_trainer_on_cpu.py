@@ -179,7 +179,7 @@ def test_the_buffer_is_checkpointed_and_a_resumed_run_replays_the_same(runs):
 
 
 def test_run_summary_prints_what_the_filter_did_each_step(runs, capsys):
-    from verl_ext.run_summary import summarise
+    from verl_ext.apps.run_summary import summarise
 
     lines = summarise(runs[0], "rollout_filter")
     dumps = records.read_dumps(runs[0])

@@ -1,7 +1,7 @@
 """The Countdown chain of Yan, "Progress-Aware Prompt Sampling", CS224R, §3-4 on the 2-layer embedded model, through
 verl's trainers, once for the module: SFT warm start (``python -m verl_ext.sft``) → RLOO with the conservative bucket
-sampler (``+objective=rloo selector=conservative``) → naive RFT (``python -m verl_ext.rft``: K samples, filter, one
-SFT epoch, evaluation) → ``eval.evaluate --preset progress`` of the RL run → ``eval.tables progress``. (The clean
+sampler (``+objective=rloo selector=conservative``) → naive RFT (``python -m verl_ext.apps.rft``: K samples, filter,
+one SFT epoch, evaluation) → ``eval.evaluate --preset progress`` of the RL run → ``eval.tables progress``. (The clean
 filter is the same chain with another ``--filter``; its selection is unit-tested in
 ``tests/data_prep/test_rft_on_cpu.py``.)
 
@@ -93,7 +93,7 @@ def chain(tmp_path_factory) -> dict[str, Path]:
 
     # 3. naive RFT from the RL checkpoint, one command
     proc = subprocess.run(
-        [sys.executable, "-m", "verl_ext.rft", "--model", str(rl / f"global_step_{STEPS}" / "actor"),
+        [sys.executable, "-m", "verl_ext.apps.rft", "--model", str(rl / f"global_step_{STEPS}" / "actor"),
          "--train", str(root / "train.parquet"), "--sft", str(root / "sft.parquet"), "--test", str(root / "test.parquet"),
          "--filter", "naive", "--out", str(root / "rft_naive"), "--k", "4", *sampling, "--cpu", "--",
          "model.enable_gradient_checkpointing=False"], cwd=ROOT, capture_output=True, text=True, timeout=900)

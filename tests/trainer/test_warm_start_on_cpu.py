@@ -1,4 +1,4 @@
-"""The warm-started embedded policy (verl_ext.warm_start): built once through the real SFT path, cached
+"""The warm-started embedded policy (verl_ext.apps.warm_start): built once through the real SFT path, cached
 with its marker, rebuilt on request; the 2-layer truncated model keeps it fast."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from verl_ext.models.embedded import embedded_model_path
-from verl_ext.warm_start import WarmStartConfig, warm_start_info, warm_start_path
+from verl_ext.apps.warm_start import WarmStartConfig, warm_start_info, warm_start_path
 
 pytestmark = pytest.mark.e2e  # starts Ray, vLLM or a training run: `make test-fast` leaves it out
 
@@ -46,7 +46,7 @@ def test_warm_start_is_a_fine_tuned_checkpoint_with_its_record(cache):
 def test_cached_until_rebuilt_and_each_setting_has_its_own_directory(cache, monkeypatch, capsys):
     """The cache and ``--rebuild`` through the CLI's own code (in-process, the SFT replaced by a copy of the built
     model: the real SFT and evaluation ran in the test above)."""
-    from verl_ext import warm_start
+    from verl_ext.apps import warm_start
 
     marker = cache["path"] / "verl_ext_embedded.json"
     stamp = marker.stat().st_mtime_ns

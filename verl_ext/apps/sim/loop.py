@@ -22,8 +22,8 @@ from eval.metrics import degenerate_group_rate, effective_task_ratio, task_pass_
 from verl_ext.axes import build_allocator, build_filter, build_selector
 from verl_ext.axes.base import step_budget
 from verl_ext.axes.types import RolloutView, StepResults, rollout_ids
-from verl_ext.sim.learner import PARTIAL_SCORE, Learner, LearnerConfig, Update
-from verl_ext.sim.world import World, WorldConfig
+from verl_ext.apps.sim.learner import PARTIAL_SCORE, Learner, LearnerConfig, Update
+from verl_ext.apps.sim.world import World, WorldConfig
 
 TRANSITION_TASKS = 4_000  # training tasks whose empirical pass rate (16 samples) is measured before and after
 TRANSITION_SAMPLES = 16

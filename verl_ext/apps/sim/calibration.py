@@ -1,10 +1,10 @@
-"""``python -m verl_ext.sim.calibration``: the simulator against the real CPU trainer on the demo's setting.
+"""``python -m verl_ext.apps.sim.calibration``: the simulator against the real CPU trainer on the demo's setting.
 
-The real side runs ``make demo``'s training (:mod:`verl_ext.demo`: the ``arithmetic_easy`` pool, the warm-started
+The real side runs ``make demo``'s training (:mod:`verl_ext.apps.demo`: the ``arithmetic_easy`` pool, the warm-started
 embedded policy, 6 tasks x 24 rollouts per step) through ``python -m verl_ext.main --cpu`` for uniform GRPO and for
 BOTS + CoBA-RL (the demo's method), ``--seeds`` trainer seeds (``data.seed``: the selection's and verl's RNG; the
 policy and the pool stay the demo's) x ``--steps`` steps. The simulated side runs the same components and sizes on
-a world fitted to that pool (:meth:`verl_ext.sim.world.World.fitted`: each task's difficulty from the warm start's
+a world fitted to that pool (:meth:`verl_ext.apps.sim.world.World.fitted`: each task's difficulty from the warm start's
 measured pass rate, ``data_prep.reference_pass_rates``, which is also BOTS's strong reference) over
 ``--sim-seeds`` seeds. Per step it compares the mechanism metrics both log: ETR, degenerate-group rate, the
 selected tasks' pass rate in their rollouts and rollouts per task; their means over steps with 95% t intervals over
@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from eval.metrics import degenerate_group_rate, effective_task_ratio, task_pass_rates
-from verl_ext.sim.report import t_interval
+from verl_ext.apps.sim.report import t_interval
 
 METHODS = {"uniform": ("selector=uniform", "allocator=fixed")}  # and "bots+coba": the demo's METHOD
 METRICS = {"etr": "ETR", "degenerate": "degenerate-group rate", "observed_p": "selected tasks' pass rate",
@@ -30,7 +30,7 @@ Series = dict[str, dict[int, dict[str, list[float]]]]  # method -> seed -> metri
 
 
 def methods() -> dict[str, tuple[str, ...]]:
-    from verl_ext.demo import METHOD
+    from verl_ext.apps.demo import METHOD
 
     return {**METHODS, "bots+coba": METHOD}
 
@@ -51,7 +51,7 @@ def series_of_dumps(dumps: dict[int, dict]) -> dict[str, list[float]]:
 
 def axis_configs(overrides: tuple[str, ...]) -> dict[str, dict]:
     """The three components the trainer's defaults and ``overrides`` (``axis=name`` / ``axis.field=value``) give."""
-    from verl_ext.sim.recipes import AXES, TRAINER_DEFAULTS, component
+    from verl_ext.apps.sim.recipes import AXES, TRAINER_DEFAULTS, component
 
     names, fields = dict(TRAINER_DEFAULTS), {a: [] for a in AXES}
     for item in overrides:
@@ -69,8 +69,8 @@ def axis_configs(overrides: tuple[str, ...]) -> dict[str, dict]:
 def simulate(pool: dict[str, np.ndarray], tasks: int, budget: int, steps: int, seeds: list[int],
              floor: float) -> Series:
     """Each method on the world fitted to ``pool`` (``index``, ``weak``, ``strong`` arrays)."""
-    from verl_ext.sim.loop import Scenario, Setting, run
-    from verl_ext.sim.world import World, WorldConfig
+    from verl_ext.apps.sim.loop import Scenario, Setting, run
+    from verl_ext.apps.sim.world import World, WorldConfig
 
     if budget % tasks:
         raise ValueError(f"budget {budget} is not a multiple of {tasks} tasks: rollouts per prompt must be whole")
@@ -141,7 +141,7 @@ def write(real: Series, sim: Series, out: Path, note: str) -> str:
 
 def real_runs(out: Path, steps: int, seeds: list[int], train: bool) -> Series:
     """The demo's training per method and seed under ``out/real`` (trained unless ``train`` is false)."""
-    from verl_ext import demo
+    from verl_ext.apps import demo
     from verl_ext.trainer.records import read_dumps
 
     inputs = demo_inputs(out) if train else None
@@ -161,8 +161,8 @@ def real_runs(out: Path, steps: int, seeds: list[int], train: bool) -> Series:
 
 def demo_inputs(out: Path) -> tuple[str, Path, Path]:
     """(the demo's warm start, its pool with reference pass rates, held-out file), built once (cached)."""
-    from verl_ext import demo
-    from verl_ext.warm_start import WarmStartConfig, warm_start_path
+    from verl_ext.apps import demo
+    from verl_ext.apps.warm_start import WarmStartConfig, warm_start_path
 
     args, _ = demo.parse_args([])
     warm = warm_start_path(WarmStartConfig(task=demo.TASK, steps=demo.WARM_START_STEPS, seed=0, eval_tasks=0))
@@ -179,7 +179,7 @@ def read_pool(pool_ref: Path) -> dict[str, np.ndarray]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m verl_ext.sim.calibration", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m verl_ext.apps.sim.calibration", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, default=3, help="real trainer seeds")
     parser.add_argument("--steps", type=int, default=10)
@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--seeds and --sim-seeds must be at least 2 (t intervals)")
     out = Path(args.out).resolve()
     real = real_runs(out, args.steps, list(range(args.seeds)), train=not args.compare_only)
-    from verl_ext import demo
+    from verl_ext.apps import demo
 
     d, _ = demo.parse_args([])
     _, pool_ref, _ = demo_inputs(out)

@@ -1,4 +1,4 @@
-"""``make check-gpu`` / ``python -m verl_ext.check_gpu``: is this GPU machine ready for the recipes?
+"""``make check-gpu`` / ``python -m verl_ext.apps.check_gpu``: is this GPU machine ready for the recipes?
 
 Run it after ``make install-gpu`` and before a launcher. One line per check, exit 1 at the first failure:
 
@@ -34,7 +34,7 @@ Chosen on one H200 by ``scripts/gpu_first_hour.sh`` (README, Attention backends)
 compilation in the first step. With flash-attn installed by hand,
 ``actor_rollout_ref.model.override_config.attn_implementation=flash_attention_2`` restores verl's default;
 ``--attention flash_attention_2`` checks it here. The other backends and their overrides:
-:mod:`verl_ext.attention`; their speed: ``python -m verl_ext.bench attention``.
+:mod:`verl_ext.attention`; their speed: ``python -m verl_ext.apps.bench attention``.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ from pathlib import Path
 import torch
 
 from verl_ext.attention import BACKENDS, AttentionBackend, flex_reference, get_backend, token_log_probs
-from verl_ext.bench.attention import model_config, one_cpu_thread, random_model
+from verl_ext.apps.bench.attention import model_config, one_cpu_thread, random_model
 
 VERL_DEFAULT_ATTENTION = "flash_attention_2"  # verl/workers/config/model.py:185
 RECIPE_ATTENTION = "flex_attention"  # what every recipes/<method>/_common.yaml requests (tests/recipes/test_gpu_stack_on_cpu.py)
@@ -326,7 +326,7 @@ def run_checks(model: str | None, attentions: list[str] | None, device: str = "c
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m verl_ext.check_gpu", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m verl_ext.apps.check_gpu", description=__doc__.split("\n")[0])
     parser.add_argument("--model", default=None, help="HF model path (default: the embedded SmolLM2-135M-Instruct; "
                         "with --no-vllm, random weights)")
     parser.add_argument("--attention", nargs="+", default=None, choices=list(BACKENDS), metavar="BACKEND",

@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from eval.metrics import PASS_RATE_BINS  # noqa: E402
-from verl_ext.sim.report import Records, curve, per_seed  # noqa: E402
+from verl_ext.apps.sim.report import Records, curve, per_seed  # noqa: E402
 
 SWEEP_MARKERS = (" rho=", " lambda=", " noise=", " proxy=")
 

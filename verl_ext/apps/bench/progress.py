@@ -27,7 +27,7 @@ import time
 import numpy as np
 
 from verl_ext.axes import StepResults, TaskPool, build_selector
-from verl_ext.bench.share import REFERENCE_STEP_S, of_reference_step
+from verl_ext.apps.bench.share import REFERENCE_STEP_S, of_reference_step
 
 SELECTORS = ("uniform", "bucket_uniform", "empirical", "conservative", "density_ratio", "random_buckets",
              "prompt_utility")
@@ -38,7 +38,7 @@ FORMAT_VALID_IF_WRONG = 0.8  # share of wrong answers that still parse (score 0.
 
 def selector_configs(names=SELECTORS) -> dict[str, dict]:
     """The presets as plain dicts, composed from ``verl_ext/config/selector`` like ``selector=<name>``."""
-    from verl_ext.sim.grid import component
+    from verl_ext.apps.sim.grid import component
 
     return {name: component("selector", name) for name in names}
 

@@ -1,5 +1,5 @@
 """The simulation grid, built from the recipes: each study is a recipe at paper scale (``STUDY_RECIPES``), each
-setting what that recipe's launcher composes for one choice of its axis (:func:`verl_ext.sim.recipes.recipe_run`:
+setting what that recipe's launcher composes for one choice of its axis (:func:`verl_ext.apps.sim.recipes.recipe_run`:
 the recipe's overrides, the objective's advantage and loss aggregation, the batch, rollouts per prompt and the
 actor's mini-batch included), plus the controls a method's added mechanism needs (a random subset of the same
 size, replay alone, the same budget without selection). The default grid holds every paper method, baseline,
@@ -13,10 +13,10 @@ import time
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from verl_ext.sim.learner import LearnerConfig
-from verl_ext.sim.loop import Scenario, Setting, run
-from verl_ext.sim.recipes import RecipeRun, component, recipe_run
-from verl_ext.sim.world import PRESETS, Preset, World, WorldConfig
+from verl_ext.apps.sim.learner import LearnerConfig
+from verl_ext.apps.sim.loop import Scenario, Setting, run
+from verl_ext.apps.sim.recipes import RecipeRun, component, recipe_run
+from verl_ext.apps.sim.world import PRESETS, Preset, World, WorldConfig
 
 SWEEP = (0.0, 0.05, 0.2, 0.5, 1.0)  # ρ and λ besides the default 0.1
 NOISE_SWEEP = (0.0, 0.3)  # spurious-rollout rates besides the learner's default 0.1 (the CBS study)

@@ -1,4 +1,4 @@
-"""``python -m verl_ext.sim`` (``make simulate``): every study of the grid in every world preset over seeds, in
+"""``python -m verl_ext.apps.sim`` (``make simulate``): every study of the grid in every world preset over seeds, in
 worker processes with a progress bar; writes ``OUT/results.json`` (every run's record), ``OUT/tables.md``,
 ``OUT/claims.md`` (byte-identical for the same arguments), ``OUT/timings.json`` (wall time, components' ms per
 step) and ``OUT/*.png``."""
@@ -14,12 +14,12 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from verl_ext.sim.claims import claims_markdown
-from verl_ext.sim.grid import default_workers, overrides, run_one, studies
-from verl_ext.sim.learner import Learner, LearnerConfig
-from verl_ext.sim.plots import all_plots
-from verl_ext.sim.report import delta, study_table, transitions_table
-from verl_ext.sim.world import PRESETS, World, WorldConfig, properties
+from verl_ext.apps.sim.claims import claims_markdown
+from verl_ext.apps.sim.grid import default_workers, overrides, run_one, studies
+from verl_ext.apps.sim.learner import Learner, LearnerConfig
+from verl_ext.apps.sim.plots import all_plots
+from verl_ext.apps.sim.report import delta, study_table, transitions_table
+from verl_ext.apps.sim.world import PRESETS, World, WorldConfig, properties
 
 
 def composition_summary(runs, metric: str) -> str:
@@ -102,7 +102,7 @@ def render(records: dict, grid: dict, header: str, tasks: int, seed: int, out: P
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m verl_ext.sim", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m verl_ext.apps.sim", description=__doc__)
     parser.add_argument("--studies", nargs="*", help="studies to run (default: all)")
     parser.add_argument("--worlds", nargs="*", help=f"world presets (default: all of {list(PRESETS)})")
     parser.add_argument("--seeds", type=int, help="seeds of every study (default: 16 where a run is cheap, else 8)")

@@ -1,7 +1,7 @@
-"""What a finished run did, for the console: the per-step table (:func:`verl_ext.demo.print_steps`), then per step
+"""What a finished run did, for the console: the per-step table (:func:`verl_ext.apps.demo.print_steps`), then per step
 what one axis chose and its own scalars (``data_selection/<axis>/*``). Used by ``scripts/*/cpu_embedded.sh``:
 
-    python -m verl_ext.run_summary RUN_DIR --axis selector|allocator|rollout_filter
+    python -m verl_ext.apps.run_summary RUN_DIR --axis selector|allocator|rollout_filter
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from verl_ext.demo import print_steps
+from verl_ext.apps.demo import print_steps
 from verl_ext.trainer import records
 
 AXES = ("selector", "allocator", "rollout_filter")
@@ -40,7 +40,7 @@ def summarise(run: str | Path, axis: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m verl_ext.run_summary", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m verl_ext.apps.run_summary", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run", help="the run's trainer.default_local_dir")
     parser.add_argument("--axis", choices=AXES, default="selector")

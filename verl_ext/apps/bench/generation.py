@@ -53,8 +53,8 @@ def run(prompts: int = 4, n: int = 4, max_new_tokens: int = 64, backends=BACKEND
     """One row per job size: each backend measured in its own process, then the ratios."""
     results = {}
     for backend in backends:
-        cmd = [_python(backend), "-m", "verl_ext.bench.generation", "--measure", backend, "--prompts", str(prompts),
-               "--n", str(n), "--max-new-tokens", str(max_new_tokens)]
+        cmd = [_python(backend), "-m", "verl_ext.apps.bench.generation", "--measure", backend,
+               "--prompts", str(prompts), "--n", str(n), "--max-new-tokens", str(max_new_tokens)]
         proc = subprocess.run(cmd, cwd=project_root(), capture_output=True, text=True, timeout=timeout,
                               env={**_offline_env(), "VLLM_LOGGING_LEVEL": "WARNING"})
         if proc.returncode:
@@ -91,7 +91,8 @@ def report(rows: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m verl_ext.bench.generation", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m verl_ext.apps.bench.generation",
+                                     description=__doc__.split("\n")[0])
     parser.add_argument("--measure", choices=BACKENDS, help="measure one backend in this process (prints JSON)")
     parser.add_argument("--prompts", type=int, default=4)
     parser.add_argument("--n", type=int, default=4)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from verl_ext.sim.world import World, sigmoid
+from verl_ext.apps.sim.world import World, sigmoid
 
 PARTIAL_SCORE = 0.1  # Countdown: a well-formed but wrong answer
 AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum")

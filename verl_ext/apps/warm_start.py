@@ -8,7 +8,7 @@ built in a temporary directory, renamed into place, trusted only with its marker
 records the settings, the SFT losses and the accuracy. Each setting has its own directory, so a
 changed setting never reuses a stale model; ``rebuild=True`` (``--rebuild``) builds it again.
 
-    python -m verl_ext.warm_start [--num-layers N] [--steps S] [--rebuild]   # prints the directory
+    python -m verl_ext.apps.warm_start [--num-layers N] [--steps S] [--rebuild]   # prints the directory
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ def warm_start_info(path: str | Path) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     defaults = WarmStartConfig()
-    parser = argparse.ArgumentParser(prog="python -m verl_ext.warm_start", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m verl_ext.apps.warm_start", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--task", default=defaults.task, choices=("arithmetic", "arithmetic_easy", "countdown"))
     parser.add_argument("--steps", type=int, default=defaults.steps)

@@ -1,4 +1,4 @@
-"""``python -m verl_ext.bench [NAME ...] [--run DIR] [--out DIR]``: run benchmarks, print Markdown tables and write
+"""``python -m verl_ext.apps.bench [NAME ...] [--run DIR] [--out DIR]``: run benchmarks, print Markdown tables and write
 ``<out>/<name>.json``; with ``--run``, also each component's measured share of that trainer run's step
 (``<out>/run_share.json``; only that when no NAME is given)."""
 
@@ -9,7 +9,7 @@ import json
 import platform
 from pathlib import Path
 
-from verl_ext.bench import attention, bots, cbs, coba, generation, progress, share
+from verl_ext.apps.bench import attention, bots, cbs, coba, generation, progress, share
 
 BENCHMARKS = {"attention": (attention.run, attention.report),  # on a CPU only its tiny model (a run check)
               "bots": (bots.run, bots.report), "cbs": (cbs.run, cbs.report), "coba": (coba.run, coba.report),
@@ -17,7 +17,7 @@ BENCHMARKS = {"attention": (attention.run, attention.report),  # on a CPU only i
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m verl_ext.bench", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m verl_ext.apps.bench", description=__doc__)
     parser.add_argument("names", nargs="*", metavar="NAME", help=f"benchmarks to run (default: all of {sorted(BENCHMARKS)})")
     parser.add_argument("--run", metavar="DIR", help="a trainer run (trainer.default_local_dir): report each "
                         "component's median share of its step from metrics/*.jsonl")

@@ -1,7 +1,7 @@
 """Attention backends on the actor's packed micro-batches: forward + backward of a Qwen2.5-1.5B-shaped model.
 
-``python -m verl_ext.bench attention`` (or ``python -m verl_ext.bench.attention`` for the options). One training
-step's model work as verl's FSDP actor does it: gradient checkpointing on (as every recipe), the decoder on one
+``python -m verl_ext.apps.bench attention`` (or ``python -m verl_ext.apps.bench.attention`` for the options). One
+training step's model work as verl's FSDP actor does it: gradient checkpointing on (as every recipe), the decoder on one
 micro-batch of ``T`` tokens in the backend's layout (:mod:`verl_ext.attention`), then the next-token log-probs
 of the real tokens through the LM head (in chunks of 4096 rows, checkpointed, as the same work for every
 backend) and the backward. Random weights, no download: the model's shape is Qwen2.5-1.5B's (or
@@ -396,7 +396,7 @@ def report(rows: list[dict]) -> str:
 
 
 def summary(bench: dict | None, checks: dict | None) -> str:
-    """One Markdown table, a row per backend: its update check (``verl_ext.check_gpu --json``) and its speed at
+    """One Markdown table, a row per backend: its update check (``verl_ext.apps.check_gpu --json``) and its speed at
     each micro-batch size (``--json`` of this bench); either may be missing (a step cut short)."""
     rows = (bench or {}).get("rows", [])
     speed = _speedups(rows)
@@ -454,7 +454,7 @@ def run() -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m verl_ext.bench.attention", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m verl_ext.apps.bench.attention", description=__doc__.split("\n")[0])
     parser.add_argument("--size", default="1.5b", choices=sorted(SHAPES), help="model shape (default 1.5b)")
     parser.add_argument("--model", default=None, help="take the shape from this checkpoint's config.json")
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
@@ -467,7 +467,7 @@ def main(argv: list[str] | None = None) -> int:
                         "(eval forward, then train forward + backward, new micro-batch sizes each time) at the "
                         "first --tokens size; per-step seconds and compilations")
     parser.add_argument("--summary", metavar="DIR", help="run nothing: write DIR/results.md (one table) and "
-                        "DIR/results.json from DIR/bench.json, DIR/update.json (verl_ext.check_gpu --json) and "
+                        "DIR/results.json from DIR/bench.json, DIR/update.json (verl_ext.apps.check_gpu --json) and "
                         "DIR/steps.json (--steps)")
     args = parser.parse_args(argv)
     if args.summary:

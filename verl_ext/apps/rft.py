@@ -1,7 +1,7 @@
-"""``python -m verl_ext.rft``: verifier-filtered self-training (RFT; Yan, "Progress-Aware Prompt Sampling",
+"""``python -m verl_ext.apps.rft``: verifier-filtered self-training (RFT; Yan, "Progress-Aware Prompt Sampling",
 CS224R, §3.4) in one command.
 
-    python -m verl_ext.rft --model CKPT --train TRAIN.parquet --sft SFT.parquet --test TEST.parquet \\
+    python -m verl_ext.apps.rft --model CKPT --train TRAIN.parquet --sft SFT.parquet --test TEST.parquet \\
         --filter naive|clean --out OUT [--k 32] [--train-limit N] [--test-limit 200] [--max-new-tokens 1024] \\
         [--seed 0] [--backend auto|vllm|hf] [--batch-size 32] [--sft-batch-size 32] [--cpu] [-- SFT Hydra overrides]
 
@@ -40,7 +40,7 @@ TEST_BENCHMARK = "countdown"  # the held-out prompts' name in OUT/sft/eval (eval
 
 class RftError(SystemExit):
     def __init__(self, message: str):
-        super().__init__(f"verl_ext.rft: {message}")
+        super().__init__(f"verl_ext.apps.rft: {message}")
 
 
 def policy_dir(spec: str, merged_dir: Path) -> str:
@@ -80,7 +80,7 @@ def record_settings(out: Path, settings: dict) -> None:
 
 def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     ours, sft_overrides = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
-    parser = argparse.ArgumentParser(prog="python -m verl_ext.rft", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m verl_ext.apps.rft", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", required=True, help="the generator and the SFT start (CKPT above)")
     parser.add_argument("--train", type=Path, required=True, help="RL parquet of the training prompts")

@@ -1,7 +1,7 @@
 """``make demo``: a data-selection method at work in real verl training, on this CPU, offline.
 
 1. **Warm start** (cached after the first run): SmolLM2-135M-Instruct, the embedded model, after a
-   short SFT with verl's SFT trainer on worked one-digit arithmetic (:mod:`verl_ext.warm_start`),
+   short SFT with verl's SFT trainer on worked one-digit arithmetic (:mod:`verl_ext.apps.warm_start`),
    so that it solves the tasks some of the time.
 2. **Task pool and reference pass rates** (cached): ``--pool`` embedded ``arithmetic_easy`` training
    tasks; BOTS's implicit evidence reads each task's pass rate under a weak reference (the embedded
@@ -15,7 +15,7 @@
    PNGs under ``<out>/report``.
 
 Everything after ``--`` is passed to the trainer as Hydra overrides, e.g. another method:
-``python -m verl_ext.demo -- selector=uniform allocator=fixed`` (plain GRPO).
+``python -m verl_ext.apps.demo -- selector=uniform allocator=fixed`` (plain GRPO).
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ def _records():
 
 def print_steps(run: str | Path, after: int = 0) -> int:
     """Print the step lines of a run's steps after ``after`` (with the header when ``after`` is 0); returns the
-    last step printed. Also used by :mod:`verl_ext.run_summary`."""
+    last step printed. Also used by :mod:`verl_ext.apps.run_summary`."""
     records = _records()
     run = Path(run)
     metrics = records.read_metrics(run) if (run / records.METRICS_DIR).exists() else {}
@@ -261,7 +261,7 @@ def print_summary(signal: dict, change: dict | None, args) -> list[str]:
 def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     extra = argv[argv.index("--") + 1 :] if "--" in argv else []
     own = argv[: argv.index("--")] if "--" in argv else argv
-    parser = argparse.ArgumentParser(prog="python -m verl_ext.demo", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m verl_ext.apps.demo", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="outputs/demo")
     parser.add_argument("--steps", type=int, default=5, help="RL steps")
@@ -281,7 +281,7 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
 def main(argv: list[str] | None = None) -> int:
     args, extra = parse_args(sys.argv[1:] if argv is None else argv)
     from eval import evaluate, plots
-    from verl_ext.warm_start import WarmStartConfig, warm_start_info, warm_start_path
+    from verl_ext.apps.warm_start import WarmStartConfig, warm_start_info, warm_start_path
 
     import transformers
 
