@@ -8,9 +8,11 @@ tests/trainer/test_ads_trainer_on_cpu.py)."""
 import functools
 
 import pytest
+
 from tests.recipes.recipes import (
     RECIPES, ROOT, SCRIPTS, check_recipe, check_scripts, commands, compose_recipe, launch, rollout_budget,
 )
+from verl_ext.trainer.generation_length import AGENT_LOOP, check_generation_length
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")
 
@@ -133,7 +135,11 @@ def test_setting_has_the_paper_hyperparameters(setting, objective):
     _check_selector(cfg, "ads")
     assert cfg.allocator.name == "fixed"
     val = rollout.val_kwargs  # temperature [paper]; top-p, frequencies and steps: the authors' train_ads.sh
-    assert (val.n, val.temperature, val.top_p, val.do_sample) == (4, 0.7, 0.8, True)
+    assert (val.n, val.temperature, val.top_p, val.do_sample) == (16, 0.7, 0.8, True)
+    assert dict(cfg.data_selection.val_n) == {"math500": 4}
+    # validation generates up to 14,336 tokens in a 16,384-token context, training stops at 8,192
+    assert (rollout.response_length, rollout.max_model_len) == (14336, 16384)
+    assert rollout.agent.default_agent_loop == AGENT_LOOP and check_generation_length(cfg) == []
     assert cfg.data.train_files == f"/data/openr1_ads_{setting}/train.parquet"
     assert list(cfg.data.val_files) == [f"/data/{b}/test.parquet" for b in BENCHMARKS]
     assert cfg.reward.custom_reward_function.path == "pkg://verl_ext.rewards"
