@@ -12,7 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from data_prep import embedded
+from data_prep import embedded_datasets
 from data_prep.schema import write_rows
 
 
@@ -36,13 +36,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.list or not args.name:
-        print("embedded:", " ".join(sorted(embedded.GENERATORS)))
+        print("embedded:", " ".join(sorted(embedded_datasets.GENERATORS)))
         print("real:    ", " ".join(sorted(_sources())))
         return 0 if args.list else 2
-    if args.name in embedded.GENERATORS:
+    if args.name in embedded_datasets.GENERATORS:
         sizes = {k: v for k, v in (("train_size", args.train_size), ("test_size", args.test_size)) if v is not None}
         kwargs = {"seed": args.seed} | ({} if args.name == "humaneval" else sizes)
-        paths = embedded.build(args.name, args.out, **kwargs)
+        paths = embedded_datasets.build(args.name, args.out, **kwargs)
     else:
         sources = _sources()
         if args.name not in sources:

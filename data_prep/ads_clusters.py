@@ -14,7 +14,7 @@ the text of the prompt's last user message (instruction suffix kept, system mess
 the text at ``--solution-field`` (a dotted path into the row: ``extra_info.target``, the DeepSeek-R1
 reasoning trace the OpenR1 rows carry, as the authors' ``target`` (scripts/ads/prepare_data.sh);
 ``extra_info.solution``, NuminaMath's worked solution, which the embedded Countdown rows carry too;
-``worked``: the embedded arithmetic / Countdown worked answers of :func:`data_prep.sft.worked_solution`). One forward pass of ``--model`` (the base policy) per row gives
+``worked``: the embedded arithmetic / Countdown worked answers of :func:`data_prep.sft_messages.worked_solution`). One forward pass of ``--model`` (the base policy) per row gives
 
 1. the embedding: the mean over all tokens of the final-layer hidden states (the model's last
    ``hidden_states`` entry: after the final norm), or with ``--embedder minilm`` the MiniLM-L6-v2 sentence

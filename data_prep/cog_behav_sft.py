@@ -1,4 +1,5 @@
-"""The course's SFT data, ``Asap7772/cog_behav_all_strategies``, as a verl SFT parquet file (:mod:`data_prep.sft`).
+"""The course's SFT data, ``Asap7772/cog_behav_all_strategies``, as a verl SFT parquet file
+(:mod:`data_prep.sft_messages`).
 
 Yan, "Progress-Aware Prompt Sampling", CS224R, §4 starts every run from "the default Qwen2.5-0.5B Countdown SFT
 checkpoint used in the course pipeline" (``asingh15/qwen-sft-countdown-defaultproj``), which the course trained on
@@ -37,7 +38,7 @@ from collections import Counter
 from pathlib import Path
 
 from data_prep.schema import DataError
-from data_prep.sft import write_sft
+from data_prep.sft_messages import write_sft
 from data_prep.sources._common import Hub, Record, read_source
 
 HUB = Hub("Asap7772/cog_behav_all_strategies", note="splits 'train' and 'test'")

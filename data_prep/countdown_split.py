@@ -12,7 +12,7 @@ Writes, as verl RL parquet files (``extra_info.index`` renumbered 0..n-1 in each
 
 * ``DATA/countdown/test.parquet``: the held-out evaluation prompts (``--test-size``);
 * ``DATA/countdown_sft_prompts/{train,test}.parquet``: the prompts of the SFT warm start and its validation
-  (answers: ``python -m data_prep.sft --from-rl``);
+  (answers: ``python -m data_prep.sft_messages --from-rl``);
 * ``DATA/countdown/train.parquet``: the RL pool, ``--train-size`` of the other tasks (0: all of them), in source
   order;
 * ``DATA/countdown/split.json``: counts, repeated tasks dropped and the bucket frequencies of each file.

@@ -184,8 +184,8 @@ def effective_task_ratio(pass_rates: ArrayLike) -> float:
 
 def degenerate_group_rate(groups: ArrayLike, rewards: ArrayLike) -> float:
     """Fraction of rollout groups (one id per rollout) whose rewards are all equal
-    (``verl_ext.axes.types.GroupRewards.degenerate``, the trainer's definition)."""
-    from verl_ext.axes.types import GroupRewards  # verl_ext.axes imports torch: only when a rate is computed
+    (``verl_ext.axes.views.GroupRewards.degenerate``, the trainer's definition)."""
+    from verl_ext.axes.views import GroupRewards  # verl_ext.axes imports torch: only when a rate is computed
 
     return float(np.mean(GroupRewards.of(groups, rewards).degenerate))
 

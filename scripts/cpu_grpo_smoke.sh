@@ -52,18 +52,18 @@ else
 fi
 echo "[smoke] model: $MODEL"
 
-# 2. Data: a few Countdown prompts (data_prep.embedded when present, else a built-in generator).
+# 2. Data: a few Countdown prompts (data_prep.embedded_datasets when present, else a built-in generator).
 "$PYTHON" - "$OUT/data" "$((PROMPTS * STEPS))" <<'PY'
 import random, sys
 from data_prep.schema import make_row, write_rows
 
 out, n = sys.argv[1], max(int(sys.argv[2]), 4)
 try:
-    from data_prep.embedded import countdown
+    from data_prep.embedded_datasets import countdown
     rows = countdown(train_size=n, test_size=4, seed=0)
-    source = "data_prep.embedded.countdown"
+    source = "data_prep.embedded_datasets.countdown"
 except Exception as e:  # missing or changed: the smoke test is about training, not this generator
-    print(f"[smoke] data_prep.embedded.countdown unusable ({e!r}); using the built-in generator")
+    print(f"[smoke] data_prep.embedded_datasets.countdown unusable ({e!r}); using the built-in generator")
     rng = random.Random(0)
     rows = {}
     for split, size in (("train", n), ("test", 4)):

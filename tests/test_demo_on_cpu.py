@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from data_prep.embedded import make_row
+from data_prep.embedded_datasets import make_row
 from data_prep.schema import write_rows
 from verl_ext.apps import demo
 from verl_ext.models.embedded import embedded_model_path

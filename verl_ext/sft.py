@@ -2,7 +2,7 @@
 
 Runs ``torchrun --standalone --nproc_per_node=<trainer.n_gpus_per_node> -m verl.trainer.sft_trainer`` (the
 engine-based trainer, config ``sft_trainer_engine``) on parquet files with a ``messages`` column
-(:mod:`data_prep.sft` writes them from RL rows). What this adds to verl's own command:
+(:mod:`data_prep.sft_messages` writes them from RL rows). What this adds to verl's own command:
 
 * ``--cpu``: the CPU mode of :mod:`verl_ext.cpu`, as for RL: its environment (CPU platform plugin, engine
   lookup, threads) and precision, plus the SFT trainer's CPU settings (``trainer.device=cpu``, FSDP2,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from data_prep.ads.settings import Settings
 from data_prep.schema import DataError, read_rows, validate_rows
-from data_prep.sft import worked_solution
+from data_prep.sft_messages import worked_solution
 
 PREFIX_TEMPLATE = "Question:\n{question}\n\nAnswer:\n"  # [authors' code] src/compute_difficulty.py
 COLUMNS = ("cluster_id", "rank_in_cluster", "cluster_size", "difficulty")

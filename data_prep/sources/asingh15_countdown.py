@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-from data_prep.embedded import countdown_bucket
+from data_prep.embedded_datasets import countdown_bucket
 from data_prep.schema import make_row
 from data_prep.sources._common import Hub, Record, finish, read_source, report_counts
 

@@ -7,7 +7,7 @@ prompt and the bucket (Yan, "Progress-Aware Prompt Sampling", CS224R, §3.2) are
 
 from __future__ import annotations
 
-from data_prep.embedded import COUNTDOWN_TEMPLATE, countdown_bucket
+from data_prep.embedded_datasets import COUNTDOWN_TEMPLATE, countdown_bucket
 from data_prep.schema import make_row
 from data_prep.sources._common import Hub, Record, finish, read_source, report_counts
 

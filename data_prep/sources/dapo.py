@@ -13,7 +13,7 @@ The file holds ~17k distinct prompts each repeated ~100 times (1.79M rows) by ac
 
 from __future__ import annotations
 
-from data_prep.embedded import MATH_INSTRUCTION
+from data_prep.embedded_datasets import MATH_INSTRUCTION
 from data_prep.schema import make_row
 from data_prep.sources._common import Hub, Record, finish, read_source, report_counts
 

@@ -46,7 +46,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from data_prep.embedded import LOGIC_INSTRUCTION, MATH_INSTRUCTION
+from data_prep.embedded_datasets import LOGIC_INSTRUCTION, MATH_INSTRUCTION
 from data_prep.schema import make_row
 from data_prep.sources._common import (
     LEETCODE_IMPORTS,

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from data_prep.embedded import MATH_INSTRUCTION
+from data_prep.embedded_datasets import MATH_INSTRUCTION
 from data_prep.schema import make_row
 from data_prep.sources._common import Converter, Hub, Record, answer_text, claim_id, finish, read_source, report_counts
 

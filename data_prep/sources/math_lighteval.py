@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from data_prep.embedded import MATH_INSTRUCTION
+from data_prep.embedded_datasets import MATH_INSTRUCTION
 from data_prep.schema import make_row
 from data_prep.sources._common import Hub, finish, read_source, report_counts
 from verl_ext.rewards.math import last_boxed

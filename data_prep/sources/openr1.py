@@ -39,7 +39,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from data_prep.embedded import MATH_INSTRUCTION
+from data_prep.embedded_datasets import MATH_INSTRUCTION
 from data_prep.schema import make_row
 from data_prep.sources._common import Hub, Record, claim_id, finish, read_source, report_counts
 

@@ -16,7 +16,7 @@
 #      draws, which prompt_utility's per-prompt estimates need; TRAIN_SIZE=0 takes every remaining task, ~490k];
 #      countdown/split.json: counts, bucket frequencies
 #   3. countdown_sft/{train,test}: our SFT data (scripts/progress/sft.sh, the offline path), those prompts with
-#      solver-made answers in the verifier's format (<think>...</think> <answer>...</answer>; python -m data_prep.sft
+#      solver-made answers in the verifier's format (<think>...</think> <answer>...</answer>; python -m data_prep.sft_messages
 #      --from-rl)
 #   4. cog_behav_all_strategies/{train,test}: the course's SFT data, Asap7772/cog_behav_all_strategies, on which the
 #      paper's checkpoint was trained, as verl SFT rows: the "original SFT data" of the paper's RFT mix
@@ -54,7 +54,7 @@ for split in train test; do
   if [[ -f "$out" && "${FORCE:-0}" != 1 ]]; then
     echo "exists: $out"
   else
-    execute "$PYTHON" -m data_prep.sft --from-rl "$data_dir/countdown_sft_prompts/$split.parquet" --out "$out"
+    execute "$PYTHON" -m data_prep.sft_messages --from-rl "$data_dir/countdown_sft_prompts/$split.parquet" --out "$out"
   fi
 done
 

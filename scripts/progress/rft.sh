@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Verifier-filtered self-training (RFT; Yan, "Progress-Aware Prompt Sampling", CS224R, §3.4) from the uniform RLOO
 # run's last checkpoint, one command (python -m verl_ext.apps.rft): K = 32 samples per training prompt (eval.evaluate, preset
-# progress), filtered (data_prep.rft), one epoch of verl's SFT trainer from that checkpoint, then the result
+# progress), filtered (data_prep.rft_filter), one epoch of verl's SFT trainer from that checkpoint, then the result
 # evaluated on the 200 held-out prompts (preset progress):
 #   naive: verifier-correct completions, at most 2 per prompt, 30 % original SFT data, lr 1e-5   [paper]
 #   clean: the shortest format-clean correct completion per prompt, 50 % SFT data, lr 5e-6       [paper]

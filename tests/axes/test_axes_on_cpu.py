@@ -164,7 +164,7 @@ def test_dapo_dynamic_keeps_the_first_third_of_the_informative_groups():
 
 def test_filter_chain_runs_each_filter_on_what_the_previous_kept():
     from verl_ext.axes import RolloutView, build_filter
-    from verl_ext.axes.types import rollout_ids
+    from verl_ext.axes.views import rollout_ids
 
     reward = np.array([1, 1, 0, 1, 1, 0, 0, 0, 0, 1, 1, 0], dtype=float)
     group = np.repeat(np.arange(6), 2)
@@ -192,7 +192,7 @@ def test_replay_fifo_stores_informative_groups_and_replays_a_fraction_of_groups(
     """DOTS+RR's buffer by group: mixed-reward groups kept, a task's newest group replacing its older one (even an
     uninformative one), the newest ``capacity`` groups, ``fraction / (1 - fraction) x`` fresh groups replayed."""
     from verl_ext.axes import RolloutView, build_filter
-    from verl_ext.axes.types import rollout_ids
+    from verl_ext.axes.views import rollout_ids
 
     def view(step, tasks, rewards):  # one group of 2 rollouts per task
         reward = np.array(rewards, dtype=float)

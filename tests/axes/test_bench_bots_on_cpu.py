@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from verl_ext.axes.bots import BotsSelector, BotsSelectorConfig
-from verl_ext.axes.types import StepResults, TaskPool
+from verl_ext.axes.views import StepResults, TaskPool
 from verl_ext.apps.bench import bots as bench
 
 N, B, M = 3000, 64, 16

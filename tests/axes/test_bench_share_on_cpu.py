@@ -1,11 +1,11 @@
-"""``python -m verl_ext.apps.bench --run DIR`` (verl_ext/apps/bench/share.py): each component's median share of a
+"""``python -m verl_ext.apps.bench --run DIR`` (verl_ext/apps/bench/step_share.py): each component's median share of a
 trainer run's step from metrics files in the trainer's format (a resumed run's file wins for a step logged twice)."""
 
 import json
 
 import pytest
 
-from verl_ext.apps.bench import share
+from verl_ext.apps.bench import step_share
 from verl_ext.apps.bench.__main__ import main
 
 
@@ -40,10 +40,10 @@ def test_run_without_step_times_is_an_error(tmp_path):
     (tmp_path / "metrics").mkdir()
     _write_metrics(tmp_path / "metrics" / "from_step_000000.1.jsonl", {1: {"actor/pg_loss": 0.1}})
     with pytest.raises(ValueError, match="no step with timing_s/step"):
-        share.run_shares(tmp_path)
+        step_share.run_shares(tmp_path)
 
 
 def test_reference_step_is_the_ads_papers_155_s():
-    assert share.REFERENCE_STEP_S == pytest.approx(155.0)
-    assert "ADS (Xu et al., arXiv 2606.22305) App. B Table 5" in share.REFERENCE_STEP_SOURCE
-    assert share.of_reference_step(1.55) == pytest.approx(0.01)
+    assert step_share.REFERENCE_STEP_S == pytest.approx(155.0)
+    assert "ADS (Xu et al., arXiv 2606.22305) App. B Table 5" in step_share.REFERENCE_STEP_SOURCE
+    assert step_share.of_reference_step(1.55) == pytest.approx(0.01)

@@ -185,7 +185,7 @@ def test_cbs_star_keeps_the_fraction_and_resumes_exactly():
 
 
 def _replay_views(rng, steps, groups=4, n=4):
-    from verl_ext.axes.types import rollout_ids
+    from verl_ext.axes.views import rollout_ids
 
     return [dataclasses.replace(v, rollout_id=rollout_ids(t, len(v))) for t, v in
             enumerate(_view(rng, groups, n) for _ in range(steps))]
@@ -337,7 +337,7 @@ def test_one_round_by_hand_features_reward_regression_step_and_epsilon_greedy_ch
 
 def test_round_statistics_come_from_every_rollout_of_the_step_not_the_prefiltered_ones():
     from verl_ext.axes import build_filter
-    from verl_ext.axes.types import rollout_ids
+    from verl_ext.axes.views import rollout_ids
 
     views = _replay_views(np.random.default_rng(12), 2)
     chain = build_filter({"name": "cbs_star", "warmup": 0}, 0, [{"name": "dapo_dynamic", "oversample": 4}])

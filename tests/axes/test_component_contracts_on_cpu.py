@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from verl_ext.axes import REGISTRY, RolloutView, StepResults, TaskPool, build_allocator, build_filter, build_selector
-from verl_ext.axes.types import rollout_ids
+from verl_ext.axes.views import rollout_ids
 from verl_ext.apps.sim.world import World, WorldConfig
 
 BATCH, ROLLOUTS = 128, 4  # ADS's default step: 4 clusters x 32 prompts

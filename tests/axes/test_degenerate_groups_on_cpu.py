@@ -1,5 +1,5 @@
 """One definition of a degenerate group, all rewards equal (exact min == max, no variance threshold;
-verl_ext/axes/types.py): the step's per-task statistics, the progress selectors, the rollout filters, the
+verl_ext/axes/views.py): the step's per-task statistics, the progress selectors, the rollout filters, the
 trainer's ``data_selection/degenerate_group_rate`` and the evaluation's rate all use it and agree."""
 
 import numpy as np
@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from eval.metrics import degenerate_group_rate
 from verl_ext.axes import RolloutView, StepResults, TaskPool, build_filter, build_selector
-from verl_ext.axes.types import GroupRewards, rollout_ids
+from verl_ext.axes.views import GroupRewards, rollout_ids
 
 
 def test_equal_rewards_are_degenerate_however_the_variance_rounds():

@@ -9,7 +9,7 @@ import pytest
 
 from verl_ext.axes import build_selector, make_config
 from verl_ext.axes.dots import DotsSelector, DotsSelectorConfig, attention_predict
-from verl_ext.axes.types import StepResults, TaskPool
+from verl_ext.axes.views import StepResults, TaskPool
 
 
 def pool_with(embedding, index=None):

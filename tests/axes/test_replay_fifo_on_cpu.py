@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from verl_ext.axes import RolloutView, build_filter
-from verl_ext.axes.types import rollout_ids
+from verl_ext.axes.views import rollout_ids
 
 
 def view(step: int, tasks: list[int], rewards: list[float]) -> RolloutView:

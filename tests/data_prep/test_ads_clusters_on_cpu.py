@@ -9,14 +9,14 @@ import pandas as pd
 import pytest
 import torch
 
-from data_prep import ads_clusters, embedded
+from data_prep import ads_clusters, embedded_datasets
 from data_prep.ads import clustering, model_passes
 from data_prep.ads.clustering import rank_in_clusters
 from data_prep.ads.settings import Settings
 from data_prep.ads.texts import load_samples, solution_of
 from data_prep.ads_clusters import main
 from data_prep.schema import DataError, read_rows
-from data_prep.sft import worked_solution
+from data_prep.sft_messages import worked_solution
 from verl_ext.models.embedded import embedded_model_path
 
 TINY = "embedded:2"
@@ -31,7 +31,8 @@ def _run(inp, out, *extra):
 
 @pytest.fixture(scope="module")
 def arithmetic(tmp_path_factory):
-    return embedded.build("arithmetic", tmp_path_factory.mktemp("data"), train_size=N_ROWS, test_size=2)["train"]
+    root = tmp_path_factory.mktemp("data")
+    return embedded_datasets.build("arithmetic", root, train_size=N_ROWS, test_size=2)["train"]
 
 
 @pytest.fixture(scope="module")
@@ -203,7 +204,7 @@ def test_bad_input_names_file_row_and_field(arithmetic, policy_run, tmp_path, ca
     with pytest.raises(DataError, match=r"train\.parquet, row 0, field 'extra_info\.solution': missing"):
         load_samples(Settings(str(arithmetic), "x.parquet"))  # arithmetic rows carry no solution field
 
-    countdown = embedded.build("countdown", tmp_path / "cd", train_size=6, test_size=1)["train"]
+    countdown = embedded_datasets.build("countdown", tmp_path / "cd", train_size=6, test_size=1)["train"]
     assert load_samples(Settings(str(countdown), "x.parquet", clusters=2))[2] == [
         r["extra_info"]["solution"] for r in read_rows(countdown)]
     bad = read_rows(countdown)

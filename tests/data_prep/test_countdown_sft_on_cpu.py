@@ -1,5 +1,5 @@
 """Countdown SFT data from any RL file: the exact solver (``data_prep.countdown_solver``) and
-``python -m data_prep.sft --from-rl`` on Countdown-Tasks-3to4-format rows."""
+``python -m data_prep.sft_messages --from-rl`` on Countdown-Tasks-3to4-format rows."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import json
 import pandas as pd
 import pytest
 
-from data_prep import embedded
+from data_prep import embedded_datasets
 from data_prep.countdown_solver import solve
 from data_prep.schema import DataError, make_row, write_rows
-from data_prep.sft import main, worked_solution
+from data_prep.sft_messages import main, worked_solution
 from verl_ext.rewards import compute_score
 
 
@@ -35,7 +35,7 @@ def test_solver_needs_fractions_and_knows_when_there_is_no_solution():
 
 
 def test_solver_solves_every_embedded_countdown_task():
-    rows = embedded.countdown(train_size=200, test_size=8, seed=1)["train"]
+    rows = embedded_datasets.countdown(train_size=200, test_size=8, seed=1)["train"]
     for row in rows:
         numbers, target = row["reward_model"]["ground_truth"]["numbers"], row["reward_model"]["ground_truth"]["target"]
         expression = solve(numbers, target)
@@ -46,9 +46,10 @@ def test_solver_solves_every_embedded_countdown_task():
 
 def _tasks_3to4(cases: list[tuple[list[int], int]], data_source: str = "countdown_tasks_3to4") -> list[dict]:
     """Rows as ``data_prep.sources.countdown`` makes them."""
-    return [make_row(data_source=data_source, question=embedded.COUNTDOWN_TEMPLATE.format(numbers=nums, target=target),
+    template = embedded_datasets.COUNTDOWN_TEMPLATE
+    return [make_row(data_source=data_source, question=template.format(numbers=nums, target=target),
                      ability="math", ground_truth={"target": target, "numbers": nums}, index=100 + i, split="train",
-                     num_count=len(nums), target=target, bucket=embedded.countdown_bucket(len(nums), target))
+                     num_count=len(nums), target=target, bucket=embedded_datasets.countdown_bucket(len(nums), target))
             for i, (nums, target) in enumerate(cases)]
 
 

@@ -6,7 +6,7 @@ from data_prep import countdown_split as split
 
 
 def test_split_countdown_holds_out_whole_tasks(tmp_path):
-    from data_prep.embedded import GENERATORS
+    from data_prep.embedded_datasets import GENERATORS
     from data_prep.schema import read_rows, write_rows
 
     rows = GENERATORS["countdown"](train_size=120, test_size=1, seed=3)["train"]

@@ -50,7 +50,7 @@ def table(tmp_path, n=60, dim=6, *, holes=(), name="train.parquet"):
 
 def test_cli_writes_a_predictor_that_selector_dots_uses_and_beats_a_constant(tmp_path):
     from verl_ext.axes.dots import DotsSelector, DotsSelectorConfig
-    from verl_ext.axes.types import StepResults, TaskPool
+    from verl_ext.axes.views import StepResults, TaskPool
 
     path, emb_file, index, emb, rates = table(tmp_path, holes=[(1, 9)])  # row 9 left out of training, no error
     out = tmp_path / "pred" / "dots_predictor.pt"

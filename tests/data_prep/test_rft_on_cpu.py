@@ -1,4 +1,4 @@
-"""``python -m data_prep.rft``: verifier-filtered self-training data (naive: 2 correct per prompt, 30 % SFT;
+"""``python -m data_prep.rft_filter``: verifier-filtered self-training data (naive: 2 correct per prompt, 30 % SFT;
 clean: the shortest format-clean correct one, 50 % SFT) from eval.evaluate-style samples of embedded Countdown."""
 
 import json
@@ -6,8 +6,8 @@ import json
 import pandas as pd
 import pytest
 
-from data_prep import embedded, sft
-from data_prep.rft import main, sft_mix_size
+from data_prep import embedded_datasets, sft_messages
+from data_prep.rft_filter import main, sft_mix_size
 from data_prep.schema import read_rows
 
 CLEAN = {"has_answer": True, "multiple_answers": False, "multiple_think": False, "parse_error": False,
@@ -17,8 +17,8 @@ CLEAN = {"has_answer": True, "multiple_answers": False, "multiple_think": False,
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     root = tmp_path_factory.mktemp("rft")
-    train = embedded.build("countdown", root, train_size=4, test_size=2)["train"]
-    sft_train = sft.build("countdown", root, train_size=12, test_size=2, seed=1)["train"]
+    train = embedded_datasets.build("countdown", root, train_size=4, test_size=2)["train"]
+    sft_train = sft_messages.build("countdown", root, train_size=12, test_size=2, seed=1)["train"]
     index = [r["extra_info"]["index"] for r in read_rows(train)]
     a, b, c, d = index
     samples = [  # (index, sample, score, response, flags)

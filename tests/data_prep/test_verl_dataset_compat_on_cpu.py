@@ -4,7 +4,7 @@ correctly: the data contract holds on the real path, not only in our reader."""
 import pytest
 from omegaconf import OmegaConf
 
-from data_prep import embedded
+from data_prep import embedded_datasets
 from verl_ext.rewards import compute_score
 
 
@@ -22,11 +22,11 @@ def test_rlhf_dataset_reads_our_rows(name, tokenizer, tmp_path):
     from verl.utils.dataset.rl_dataset import RLHFDataset
 
     kwargs = {} if name == "humaneval" else dict(train_size=12, test_size=4)
-    path = embedded.build(name, tmp_path, **kwargs)["train"]
+    path = embedded_datasets.build(name, tmp_path, **kwargs)["train"]
     config = OmegaConf.create({"max_prompt_length": 1024, "filter_overlong_prompts": True,
                                "cache_dir": str(tmp_path / "cache"), "filter_overlong_prompts_workers": 1})
     dataset = RLHFDataset(data_files=[str(path)], tokenizer=tokenizer, config=config)
-    source = embedded.GENERATORS[name](**kwargs)["train"]
+    source = embedded_datasets.GENERATORS[name](**kwargs)["train"]
     assert len(dataset) == len(source)
     for pos, expected in enumerate(source):
         row = dataset[pos]

@@ -16,7 +16,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from data_prep import embedded, generation
+from data_prep import embedded_datasets, generation
 from data_prep.generation import Completion, Sampling
 from data_prep.schema import ground_truth_json, make_row, read_rows, write_rows
 from eval.evaluate import PRESETS, REPEAT_STRIDE, load_benchmarks, main, parse_args, settings_of
@@ -36,7 +36,8 @@ CURVE_KEYS = {"step", "benchmark", "mean_score", "accuracy", "accuracy_std_over_
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     root = tmp_path_factory.mktemp("data")
-    return {name: embedded.build(name, root, train_size=1, test_size=4)["test"] for name in ("arithmetic", "countdown")}
+    return {name: embedded_datasets.build(name, root, train_size=1, test_size=4)["test"]
+            for name in ("arithmetic", "countdown")}
 
 
 def samples(path):

@@ -216,7 +216,7 @@ def test_prepare_data_dry_run(tmp_path):
     assert split[1:] == ["-m", "data_prep.countdown_split", "--input", f"{source}/train.parquet",
                          "--exclude", f"{source}/test.parquet", "--out", str(tmp_path), "--test-size", "200",
                          "--sft-size", "10000", "--sft-test-size", "200", "--train-size", "4000", "--seed", "0"]
-    assert [r[1:] for r in sft] == [["-m", "data_prep.sft", "--from-rl",
+    assert [r[1:] for r in sft] == [["-m", "data_prep.sft_messages", "--from-rl",
                                      f"{tmp_path}/countdown_sft_prompts/{s}.parquet",
                                      "--out", f"{tmp_path}/countdown_sft/{s}.parquet"] for s in ("train", "test")]
     # the course's SFT data (the paper checkpoint's), for the RFT mix: from the hub or a local copy

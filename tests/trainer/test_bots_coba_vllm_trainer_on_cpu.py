@@ -165,7 +165,7 @@ def test_vllm_samples_from_the_actor_weights_at_every_step(bots_run):
 def test_evaluation_tables_and_plots_from_the_real_run(bots_run, tmp_path, capsys):
     """Train -> checkpoint -> evaluator on vLLM (the last step's checkpoint; one engine start: each costs ~40 s on
     this CPU) -> curve.jsonl -> every paper's table and the plots, on this run's own logs."""
-    from data_prep.embedded import build
+    from data_prep.embedded_datasets import build
     from eval import plots, tables
 
     _, run_dir = bots_run

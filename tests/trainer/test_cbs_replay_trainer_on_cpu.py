@@ -22,7 +22,7 @@ import pytest
 import torch
 
 from tests.trainer.scenario import ORDER, common_overrides, run, write_scenario
-from verl_ext.axes.types import ROLLOUT_ID_STRIDE
+from verl_ext.axes.views import ROLLOUT_ID_STRIDE
 from verl_ext.trainer import records
 from verl_ext.trainer.replay import FILE as STORE_FILE
 

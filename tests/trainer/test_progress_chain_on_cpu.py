@@ -39,7 +39,7 @@ REWARD = "from verl_ext.rewards import compute_score  # the project's verifiers 
 
 
 def countdown_row(numbers: list[int], target: int, index: int, split: str) -> dict:
-    from data_prep.embedded import COUNTDOWN_TEMPLATE, countdown_bucket
+    from data_prep.embedded_datasets import COUNTDOWN_TEMPLATE, countdown_bucket
     from data_prep.schema import make_row
 
     return make_row(data_source="countdown", question=COUNTDOWN_TEMPLATE.format(numbers=numbers, target=target),
@@ -59,7 +59,7 @@ def chain(tmp_path_factory) -> dict[str, Path]:
     import pandas as pd
 
     from data_prep.schema import write_rows
-    from data_prep.sft import sft_row
+    from data_prep.sft_messages import sft_row
 
     root = tmp_path_factory.mktemp("progress_chain")
     train = [countdown_row(n, 15, 500 + i, "train") for i, n in enumerate(KNOWN[:4])] + \

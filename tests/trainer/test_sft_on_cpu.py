@@ -1,5 +1,5 @@
 """SFT through verl 0.9.1's own SFT trainer on the CPU (``python -m verl_ext.sft --cpu``), one run shared by
-the assertions: the 2-layer embedded model on worked arithmetic answers (``data_prep.sft``)."""
+the assertions: the 2-layer embedded model on worked arithmetic answers (``data_prep.sft_messages``)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 import torch
 
-from data_prep import embedded
-from data_prep.sft import build, sft_row, worked_solution, write_sft
+from data_prep import embedded_datasets
+from data_prep.sft_messages import build, sft_row, worked_solution, write_sft
 from data_prep.schema import DataError
 from verl_ext.cpu import PRECISION_ENV, cpu_precision
 from verl_ext.sft import sft_command
@@ -67,11 +67,11 @@ def test_sft_saves_loadable_weights_that_moved(sft_run):
 
 
 def test_worked_solutions_are_what_the_verifier_rewards():
-    rows = embedded.arithmetic(train_size=16, test_size=4, seed=5)["train"]
+    rows = embedded_datasets.arithmetic(train_size=16, test_size=4, seed=5)["train"]
     example = sft_row(rows[0], worked_solution(rows[0]))
     assert example["messages"][:-1] == rows[0]["prompt"] and example["messages"][-1]["role"] == "assistant"
     assert example["messages"][-1]["content"].endswith(f"\\boxed{{{rows[0]['reward_model']['ground_truth']}}}.")
-    countdown = embedded.countdown(train_size=4, test_size=2, seed=0)["train"]
+    countdown = embedded_datasets.countdown(train_size=4, test_size=2, seed=0)["train"]
     assert "<answer>" in worked_solution(countdown[0])
     wrong = {**rows[1], "reward_model": {**rows[1]["reward_model"], "ground_truth": "-99999"}}
     with pytest.raises(ValueError, match="not the ground truth"):
@@ -87,7 +87,7 @@ def test_sft_files_are_checked_and_read_by_verls_dataset(tmp_path):
 
     from verl_ext.models.embedded import embedded_model_path
 
-    rows = embedded.arithmetic(train_size=4, test_size=1, seed=2)["train"]
+    rows = embedded_datasets.arithmetic(train_size=4, test_size=1, seed=2)["train"]
     path = write_sft([sft_row(r, worked_solution(r)) for r in rows], tmp_path / "sft.parquet")
     assert list(pd.read_parquet(path).columns) == ["messages", "data_source", "index"]
     tokenizer = AutoTokenizer.from_pretrained(embedded_model_path(num_layers=2))

@@ -75,10 +75,10 @@ def header() -> str:
 # ---------------------------------------------------------------------------------------- stages
 def prepare_pool(out: Path, pool: int, eval_tasks: int, seed: int) -> tuple[Path, Path]:
     """The training pool (the first ``pool`` training tasks) and the held-out tasks (verl parquet)."""
-    from data_prep import embedded
+    from data_prep import embedded_datasets
     from data_prep.schema import write_rows
 
-    splits = embedded.GENERATORS[TASK](train_size=16 * WARM_START_STEPS, test_size=eval_tasks, seed=seed)
+    splits = embedded_datasets.GENERATORS[TASK](train_size=16 * WARM_START_STEPS, test_size=eval_tasks, seed=seed)
     if pool > len(splits["train"]):
         raise ValueError(f"--pool {pool}: the {TASK} training split has {len(splits['train'])} tasks")
     data = out / "data"

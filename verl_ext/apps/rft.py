@@ -7,7 +7,7 @@ CS224R, §3.4) in one command.
 
 1. **sample**: ``K`` completions of every training prompt from ``CKPT`` with the evaluator's sampling
    (``eval.evaluate --preset progress --k K``) into ``OUT/samples/model/train/samples.jsonl``;
-2. **filter**: :mod:`data_prep.rft` (``naive`` or ``clean``, with its share of the original SFT rows) into
+2. **filter**: :mod:`data_prep.rft_filter` (``naive`` or ``clean``, with its share of the original SFT rows) into
    ``OUT/data/train.parquet`` and its ``.json`` summary;
 3. **train**: one epoch of verl's SFT trainer (``python -m verl_ext.sft``) from ``CKPT`` at the filter's learning
    rate (naive 1e-5, clean 5e-6), the model saved as ``OUT/sft/global_step_N/huggingface``;
@@ -32,7 +32,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from data_prep import rft
+from data_prep import rft_filter
 from data_prep.generation import resolve_model
 
 TEST_BENCHMARK = "countdown"  # the held-out prompts' name in OUT/sft/eval (eval.tables reads it)
@@ -86,7 +86,7 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--train", type=Path, required=True, help="RL parquet of the training prompts")
     parser.add_argument("--sft", type=Path, required=True, help="the original SFT parquet to mix in")
     parser.add_argument("--test", type=Path, required=True, help="RL parquet of the held-out prompts")
-    parser.add_argument("--filter", choices=sorted(rft.FILTERS), required=True)
+    parser.add_argument("--filter", choices=sorted(rft_filter.FILTERS), required=True)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--k", type=int, default=32, help="samples per training prompt (default 32)")
     parser.add_argument("--train-limit", type=int, help="first N training prompts (default all)")
@@ -103,7 +103,7 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
 def main(argv: list[str] | None = None) -> int:
     args, sft_overrides = parse_args(sys.argv[1:] if argv is None else argv)
     out = args.out.resolve()
-    flt = rft.FILTERS[args.filter]
+    flt = rft_filter.FILTERS[args.filter]
     record_settings(out, {"model": args.model, "train": str(args.train.resolve()), "sft": str(args.sft.resolve()),
                           "test": str(args.test.resolve()), "filter": args.filter, "k": args.k,
                           "train_limit": args.train_limit, "test_limit": args.test_limit, "seed": args.seed,
@@ -120,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
                      *(["--limit", str(args.train_limit)] if args.train_limit else [])])
 
     data = out / "data" / "train.parquet"
-    stage("filter", [py, "-m", "data_prep.rft", "--samples", str(out / "samples" / "model" / "train" / "samples.jsonl"),
+    samples = out / "samples" / "model" / "train" / "samples.jsonl"
+    stage("filter", [py, "-m", "data_prep.rft_filter", "--samples", str(samples),
                      "--train", str(args.train), "--sft", str(args.sft), "--filter", args.filter,
                      "--out", str(data), "--seed", str(args.seed)])
     summary = json.loads(data.with_suffix(".json").read_text())

@@ -2,7 +2,7 @@
 
 RL on the CPU needs a policy that solves some of its tasks (an untrained 135M model scores about 0).
 :func:`warm_start_path` fine-tunes the embedded model with verl's own SFT trainer (``python -m
-verl_ext.sft --cpu``) on worked answers (:mod:`data_prep.sft`), measures its held-out accuracy
+verl_ext.sft --cpu``) on worked answers (:mod:`data_prep.sft_messages`), measures its held-out accuracy
 (``eval.evaluate``, k samples at temperature 1.0) and caches the result like the converted model:
 built in a temporary directory, renamed into place, trusted only with its marker file, which also
 records the settings, the SFT losses and the accuracy. Each setting has its own directory, so a
@@ -29,7 +29,7 @@ from verl_ext.models.embedded import MARKER, _publish, _write_marker, cache_root
 class WarmStartConfig:
     """What a warm start is made of; every field is part of its cache directory's name."""
 
-    task: str = "arithmetic"  # embedded dataset with worked solutions (data_prep.sft)
+    task: str = "arithmetic"  # embedded dataset with worked solutions (data_prep.sft_messages)
     steps: int = 25  # SFT steps of `batch` examples, one epoch
     batch: int = 16
     lr: float = 5e-5
@@ -67,8 +67,8 @@ def warm_start_path(config: WarmStartConfig = WarmStartConfig(), *, rebuild: boo
 
 def _build(config: WarmStartConfig, base: str, work: Path, log: Path) -> dict:
     """SFT of ``base`` into ``work/model``, then its held-out accuracy; returns what the marker records."""
-    from data_prep import embedded
-    from data_prep.sft import build
+    from data_prep import embedded_datasets
+    from data_prep.sft_messages import build
 
     sft = build(config.task, work / "data", train_size=config.steps * config.batch, test_size=max(config.eval_tasks, 4),
                 seed=config.seed)
@@ -101,7 +101,7 @@ def _build(config: WarmStartConfig, base: str, work: Path, log: Path) -> dict:
 
     from eval import evaluate
 
-    rl_test = embedded.build(config.task, work / "rl", train_size=config.steps * config.batch,
+    rl_test = embedded_datasets.build(config.task, work / "rl", train_size=config.steps * config.batch,
                              test_size=config.eval_tasks, seed=config.seed)["test"]
     evaluate.main(["--model", str(work / "model"), "--benchmarks", f"{config.task}={rl_test}", "--k", str(config.k),
                    "--temperature", "1.0", "--max-new-tokens", "48", "--backend", "hf", "--seed", str(config.seed),

@@ -30,7 +30,7 @@ from verl_ext.axes.progress import (
 )
 from verl_ext.axes.replay_fifo import ReplayFifoFilter, ReplayFifoFilterConfig
 from verl_ext.axes.selectors import SequentialSelector, SequentialSelectorConfig, UniformSelector, UniformSelectorConfig
-from verl_ext.axes.types import RolloutView, StepResults, TaskPool, TaskStats
+from verl_ext.axes.views import RolloutView, StepResults, TaskPool, TaskStats
 
 AXES = ("selector", "allocator", "rollout_filter")
 REGISTRY: dict[str, dict[str, tuple[type, type]]] = {axis: {} for axis in AXES}

@@ -45,7 +45,7 @@ from typing import Optional
 import numpy as np
 
 from verl_ext.axes.base import TaskSelector, require_finite
-from verl_ext.axes.types import StepResults, TaskPool
+from verl_ext.axes.views import StepResults, TaskPool
 
 BAND_TOLERANCE = 1e-9  # the band is closed: ρ = 0.5 ± ε (up to rounding) stays
 PER_CLUSTER_METRICS_UP_TO = 64  # log cluster_prob/<cluster id> for every cluster when K is at most this

@@ -4,7 +4,7 @@
 * :class:`BudgetAllocator`: how many rollouts each selected task gets;
 * :class:`RolloutFilter`: which scored rollouts reach the actor update.
 
-Each is built from one config dataclass, learns from :class:`~verl_ext.axes.types.StepResults`
+Each is built from one config dataclass, learns from :class:`~verl_ext.axes.views.StepResults`
 after reward, and round-trips its state through ``state_dict()`` / ``load_state_dict()`` (saved with
 verl checkpoints), so a resumed run chooses exactly what an uninterrupted run would.
 """
@@ -16,7 +16,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from verl_ext.axes.types import RolloutView, StepResults, TaskPool
+from verl_ext.axes.views import RolloutView, StepResults, TaskPool
 
 
 def require_finite(component: str, step: int, **fields: Optional[np.ndarray]) -> None:

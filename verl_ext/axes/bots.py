@@ -23,7 +23,7 @@ from typing import Optional
 import numpy as np
 
 from verl_ext.axes.base import TaskSelector
-from verl_ext.axes.types import StepResults, TaskPool
+from verl_ext.axes.views import StepResults, TaskPool
 
 CAPABILITY_EPS = 1e-6  # denominator guard of the interpolation coefficient (BOTS §3.3: "a small ε")
 # Thompson draws come from this many independent streams over fixed slices of the pool, so they are

@@ -25,7 +25,7 @@ import numpy as np
 
 from verl_ext.axes.base import RolloutFilter, require_finite
 from verl_ext.axes.cbs_scheduler import FEATURES, CbsScheduler, CbsSchedulerConfig
-from verl_ext.axes.types import RolloutView
+from verl_ext.axes.views import RolloutView
 
 
 @dataclass(frozen=True)

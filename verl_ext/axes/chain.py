@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from verl_ext.axes.base import RolloutFilter
-from verl_ext.axes.types import RolloutView
+from verl_ext.axes.views import RolloutView
 
 
 class FilterChain(RolloutFilter):

@@ -24,7 +24,7 @@ import numpy as np
 from verl_ext.axes.allocators import check_budget
 from verl_ext.axes.base import BudgetAllocator, require_finite
 from verl_ext.axes.budget_solvers import geometric_allocate
-from verl_ext.axes.types import StepResults, TaskStats
+from verl_ext.axes.views import StepResults, TaskStats
 
 SCHEDULES = ("failure", "success", "static", "linear_decay")
 

@@ -57,7 +57,7 @@ import numpy as np
 
 from verl_ext.axes.base import TaskSelector, require_finite
 from verl_ext.axes.dots_predictor import load_adapter, predict_pass_rate
-from verl_ext.axes.types import StepResults, TaskPool
+from verl_ext.axes.views import StepResults, TaskPool
 
 SIMILARITIES = ("cosine", "dot")
 PREDICTORS = ("attention", "adapter")

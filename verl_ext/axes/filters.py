@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from verl_ext.axes.base import RolloutFilter, require_finite
-from verl_ext.axes.types import GroupRewards
+from verl_ext.axes.views import GroupRewards
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from verl_ext.axes.allocators import check_budget
 from verl_ext.axes.base import BudgetAllocator, require_finite
 from verl_ext.axes.budget_solvers import table_allocate
 from verl_ext.axes.coba import TaskHistory
-from verl_ext.axes.types import StepResults
+from verl_ext.axes.views import StepResults
 
 
 def knapsack_value(counts: np.ndarray, p: np.ndarray) -> np.ndarray:

@@ -43,7 +43,7 @@ from typing import Optional
 import numpy as np
 
 from verl_ext.axes.base import TaskSelector, require_finite
-from verl_ext.axes.types import StepResults, TaskPool
+from verl_ext.axes.views import StepResults, TaskPool
 
 PRIORS = ("uniform", "data")
 LOGGED_BUCKETS_UP_TO = 16

@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from verl_ext.axes.base import RolloutFilter, require_finite
-from verl_ext.axes.types import GroupRewards, RolloutView
+from verl_ext.axes.views import GroupRewards, RolloutView
 
 
 @dataclass(frozen=True)

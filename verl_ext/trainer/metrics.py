@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from verl_ext.axes import RolloutView, StepResults
-from verl_ext.axes.types import GroupRewards
+from verl_ext.axes.views import GroupRewards
 
 PREFIX = "data_selection/"
 # Rollouts-per-task histogram bins (power-of-two ranges; the last is open): 1, 2-3, 4-7, ..., 128+

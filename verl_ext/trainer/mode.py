@@ -67,7 +67,7 @@ from verl.utils.debug import marked_timer
 
 from verl_ext.axes import RolloutView, StepResults
 from verl_ext.axes.base import step_budget
-from verl_ext.axes.types import rollout_ids
+from verl_ext.axes.views import rollout_ids
 from verl_ext.trainer import per_sample, records
 from verl_ext.trainer.batching import (
     MiniBatchPlan, fixed_micro_batch_size, mini_batch_tokens, plan_mini_batches, real_rows_per_row, spread_padding,

@@ -9,7 +9,7 @@ import json
 import platform
 from pathlib import Path
 
-from verl_ext.apps.bench import attention, bots, cbs, coba, generation, progress, share
+from verl_ext.apps.bench import attention, bots, cbs, coba, generation, progress, step_share
 
 BENCHMARKS = {"attention": (attention.run, attention.report),  # on a CPU only its tiny model (a run check)
               "bots": (bots.run, bots.report), "cbs": (cbs.run, cbs.report), "coba": (coba.run, coba.report),
@@ -30,18 +30,19 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     machine = platform.processor() or platform.machine()
     if args.run:
-        rows = share.run_shares(args.run)
-        print(share.report_run(args.run, rows), flush=True)
+        rows = step_share.run_shares(args.run)
+        print(step_share.report_run(args.run, rows), flush=True)
         (out / "run_share.json").write_text(json.dumps({"machine": machine, "run": str(args.run), "rows": rows},
                                                        indent=2))
     names = args.names or ([] if args.run else sorted(BENCHMARKS))
     if names:
-        print(f"'% of step': of a {share.REFERENCE_STEP_S:.0f} s step, {share.REFERENCE_STEP_SOURCE}", flush=True)
+        print(f"'% of step': of a {step_share.REFERENCE_STEP_S:.0f} s step, {step_share.REFERENCE_STEP_SOURCE}",
+              flush=True)
     for name in names:
         run, report = BENCHMARKS[name]
         rows = run()
         print(report(rows), flush=True)
-        step = {"seconds": share.REFERENCE_STEP_S, "source": share.REFERENCE_STEP_SOURCE}
+        step = {"seconds": step_share.REFERENCE_STEP_S, "source": step_share.REFERENCE_STEP_SOURCE}
         (out / f"{name}.json").write_text(json.dumps({"machine": machine, "reference_step": step, "rows": rows},
                                                      indent=2))
     return 0

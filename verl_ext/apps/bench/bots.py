@@ -20,8 +20,8 @@ from collections.abc import Callable
 import numpy as np
 
 from verl_ext.axes.bots import CAPABILITY_EPS, SAMPLING_STREAMS, THREADED_FROM, BotsSelector, BotsSelectorConfig
-from verl_ext.axes.types import StepResults, TaskPool
-from verl_ext.apps.bench.share import REFERENCE_STEP_S, of_reference_step
+from verl_ext.axes.views import StepResults, TaskPool
+from verl_ext.apps.bench.step_share import REFERENCE_STEP_S, of_reference_step
 
 
 class PerTaskBots:

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from verl_ext.axes.cbs_scheduler import FEATURES, CbsScheduler, CbsSchedulerConfig, one_thread
-from verl_ext.apps.bench.share import REFERENCE_STEP_S, of_reference_step
+from verl_ext.apps.bench.step_share import REFERENCE_STEP_S, of_reference_step
 
 
 def _per_rollout_round(s: CbsScheduler, step: int, x: np.ndarray, newest: np.ndarray, k: int, adv: np.ndarray,

@@ -19,7 +19,7 @@ import numpy as np
 
 from verl_ext.axes.budget_solvers import dp_allocate, geometric_allocate, geometric_gain, heap_allocate
 from verl_ext.axes.coba import CobaAllocatorConfig, coba_gains, coba_value
-from verl_ext.apps.bench.share import REFERENCE_STEP_S, of_reference_step
+from verl_ext.apps.bench.step_share import REFERENCE_STEP_S, of_reference_step
 
 
 def table_greedy(log_scale: np.ndarray, rate: np.ndarray, low: int, high: int, total: int) -> np.ndarray:

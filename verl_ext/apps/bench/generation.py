@@ -24,9 +24,9 @@ BACKENDS = ("hf", "vllm")
 
 def measure(backend: str, prompts: int, n: int, max_new_tokens: int, seed: int = 0) -> dict:
     """Run the job with ``backend`` in this process (which must have it)."""
-    from data_prep import embedded, generation
+    from data_prep import embedded_datasets, generation
 
-    messages = [list(row["prompt"]) for row in embedded.arithmetic(train_size=1, test_size=prompts)["test"]]
+    messages = [list(row["prompt"]) for row in embedded_datasets.arithmetic(train_size=1, test_size=prompts)["test"]]
     sampling = generation.Sampling(n=n, temperature=1.0, max_new_tokens=max_new_tokens, seed=seed)
     numbers = [list(range(n))] * len(messages)
     path = generation.resolve_model("embedded")

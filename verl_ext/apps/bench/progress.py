@@ -27,7 +27,7 @@ import time
 import numpy as np
 
 from verl_ext.axes import StepResults, TaskPool, build_selector
-from verl_ext.apps.bench.share import REFERENCE_STEP_S, of_reference_step
+from verl_ext.apps.bench.step_share import REFERENCE_STEP_S, of_reference_step
 
 SELECTORS = ("uniform", "bucket_uniform", "empirical", "conservative", "density_ratio", "random_buckets",
              "prompt_utility")

@@ -7,7 +7,7 @@ the rows that reach the update (:mod:`verl_ext.apps.sim.learner`), and the train
 with the configs the recipes compose (:mod:`verl_ext.apps.sim.loop`, :mod:`verl_ext.apps.sim.recipes`,
 :mod:`verl_ext.apps.sim.grid`). ``python -m verl_ext.apps.sim`` (``make simulate``) runs every study in every world over
 seeds and writes tables, plots and what the model predicts for the papers' claims, per world
-(:mod:`verl_ext.apps.sim.report`, :mod:`verl_ext.apps.sim.plots`, :mod:`verl_ext.apps.sim.claims`);
+(:mod:`verl_ext.apps.sim.report`, :mod:`verl_ext.apps.sim.grid_plots`, :mod:`verl_ext.apps.sim.claims`);
 ``python -m verl_ext.apps.sim.calibration`` compares its mechanism metrics with the real CPU trainer's. No verl, Ray or
 model inside the simulator itself.
 """

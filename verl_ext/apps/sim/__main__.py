@@ -17,7 +17,7 @@ from tqdm import tqdm
 from verl_ext.apps.sim.claims import claims_markdown
 from verl_ext.apps.sim.grid import default_workers, overrides, run_one, studies
 from verl_ext.apps.sim.learner import Learner, LearnerConfig
-from verl_ext.apps.sim.plots import all_plots
+from verl_ext.apps.sim.grid_plots import all_plots
 from verl_ext.apps.sim.report import delta, study_table, transitions_table
 from verl_ext.apps.sim.world import PRESETS, World, WorldConfig, properties
 

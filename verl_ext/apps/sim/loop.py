@@ -21,7 +21,7 @@ import torch
 from eval.metrics import degenerate_group_rate, effective_task_ratio, task_pass_rates, transition_matrix
 from verl_ext.axes import build_allocator, build_filter, build_selector
 from verl_ext.axes.base import step_budget
-from verl_ext.axes.types import RolloutView, StepResults, rollout_ids
+from verl_ext.axes.views import RolloutView, StepResults, rollout_ids
 from verl_ext.apps.sim.learner import PARTIAL_SCORE, Learner, LearnerConfig, Update
 from verl_ext.apps.sim.world import World, WorldConfig
 

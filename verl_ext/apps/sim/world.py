@@ -24,7 +24,7 @@ from functools import cached_property, lru_cache
 
 import numpy as np
 
-from verl_ext.axes.types import TaskPool
+from verl_ext.axes.views import TaskPool
 
 BUCKET_EDGES = (0.15, 0.4, 0.7)  # quantiles of the difficulty estimate: unequal bucket sizes, like Countdown's
 

@@ -10,12 +10,12 @@ model fine-tuned on it answers the RL task the way the reward reads it. Answers 
 * or any (row, response) pairs, e.g. a policy's verifier-filtered samples (self-training):
   :func:`sft_row` takes the response as given.
 
-``python -m data_prep.sft NAME --out DIR [--train-size N --test-size M --seed S]`` writes
+``python -m data_prep.sft_messages NAME --out DIR [--train-size N --test-size M --seed S]`` writes
 ``DIR/NAME_sft/{train,test}.parquet`` from the embedded dataset ``NAME`` (arithmetic, arithmetic_easy,
 countdown).
 
-``python -m data_prep.sft --from-rl FILE.parquet --out OUT.parquet [--limit N]`` writes the SFT file of any RL file
-of the data contract (its first N rows), e.g. the Countdown SFT data of Yan, "Progress-Aware Prompt Sampling",
+``python -m data_prep.sft_messages --from-rl FILE.parquet --out OUT.parquet [--limit N]`` writes the SFT file of any RL
+file of the data contract (its first N rows), e.g. the Countdown SFT data of Yan, "Progress-Aware Prompt Sampling",
 CS224R, §3.4 from ``python -m data_prep countdown_tasks_3to4 ...``. Unsolvable Countdown rows are skipped, counted
 and reported: printed and in ``OUT.json`` (``rows``, ``written``, ``unsolvable``, the first unsolvable rows and
 their ``extra_info.index``). A row of a data_source without worked solutions is an error naming the file, the row
@@ -32,7 +32,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from data_prep import embedded
+from data_prep import embedded_datasets
 from data_prep.countdown_solver import solve
 from data_prep.schema import DataError, iter_records, validate_rows
 
@@ -117,7 +117,7 @@ def write_sft(rows: list[dict], path: str | Path) -> Path:
 
 def build(name: str, out_dir: str | Path, **kwargs) -> dict[str, Path]:
     """SFT files of the embedded dataset ``name`` with worked solutions: ``<out_dir>/<name>_sft/<split>.parquet``."""
-    splits = embedded.GENERATORS[name](**kwargs)
+    splits = embedded_datasets.GENERATORS[name](**kwargs)
     out = Path(out_dir) / f"{name}_sft"
     return {split: write_sft([sft_row(r, worked_solution(r)) for r in rows], out / f"{split}.parquet")
             for split, rows in splits.items()}
@@ -150,7 +150,7 @@ def build_from_rl(path: str | Path, out: str | Path, limit: int | None = None) -
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m data_prep.sft", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m data_prep.sft_messages", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("name", nargs="?", choices=("arithmetic", "arithmetic_easy", "countdown"),

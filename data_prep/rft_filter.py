@@ -1,7 +1,7 @@
 """Verifier-filtered self-training data (RFT; Yan, "Progress-Aware Prompt Sampling", CS224R, §3.4): a policy's scored
 samples of the training prompts, filtered, mixed with the original SFT data, as a verl SFT parquet file.
 
-    python -m data_prep.rft --samples EVAL/model/train/samples.jsonl --train data/countdown/train.parquet \\
+    python -m data_prep.rft_filter --samples EVAL/model/train/samples.jsonl --train data/countdown/train.parquet \\
         --sft data/countdown_sft/train.parquet --filter naive|clean --out data/rft_naive/train.parquet [--seed 0]
 
 The samples are :mod:`eval.evaluate`'s records (``index``, ``sample``, ``score``, ``response`` and the
@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from data_prep.schema import DataError, read_rows
-from data_prep.sft import sft_row, write_sft
+from data_prep.sft_messages import sft_row, write_sft
 
 
 @dataclass(frozen=True)
@@ -118,7 +118,7 @@ def build(samples: Path, train: Path, sft: Path, name: str, out: Path, seed: int
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m data_prep.rft", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m data_prep.rft_filter", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--samples", type=Path, required=True, help="eval.evaluate's samples.jsonl of the prompts")
     parser.add_argument("--train", type=Path, required=True, help="the RL parquet the samples were drawn from")
