@@ -38,13 +38,13 @@ SELECTORS = {
                      "intra_cluster": False},
     "uniform": {"name": "uniform"},
     "dots": {"name": "dots", "protocol": "measured", "round_steps": 2, "fresh_fraction": 0.5, "reference_size": 64,
-             "target": 0.5, "temperature": 0.001, "calibrate": True},
+             "target": 0.5, "temperature": 0.001, "calibrate": True, "predictor": "adapter"},
 }
 # DOTS+RR [authors' code]: rounds of 2 steps, the reference set measured apart; B = 128 fresh prompts per step in the
 # first round, sigma B = 64 after, as many groups replayed from a buffer of one batch
 DOTS_RR = ["rollout_filter=replay_fifo", "rollout_filter.capacity=128", "rollout_filter.fraction=0.5",
            "data.train_batch_size=128", "selector.protocol=measured", "selector.round_steps=2",
-           "selector.fresh_fraction=0.5", "selector.reference_size=64"]
+           "selector.fresh_fraction=0.5", "selector.reference_size=64", "selector.predictor=adapter"]
 BENCHMARKS = ("math500", "aime24", "aime25", "minerva", "amc23", "gpqa_diamond")  # in training (MMLU-Pro: final)
 ALL_BENCHMARKS = (*BENCHMARKS, "mmlu_pro")
 PAPER_SETTING = "qwen2.5-math-1.5b"  # Table 2 (DAPO / GSPO) and the ablations
@@ -74,7 +74,8 @@ def _selector_settings(setting: str, selector: str) -> list[str]:
     """What recipe.selectors.SELECTOR adds after the objective's settings."""
     if selector != "dots":
         return []
-    return DOTS_RR + [f"selector.embedding_file=${{recipe.data_dir}}/openr1_ads_{setting}/train.embeddings.npy"]
+    return DOTS_RR + [f"selector.embedding_file=${{recipe.data_dir}}/openr1_ads_{setting}/train.embeddings.npy",
+                      f"selector.predictor_file=${{recipe.data_dir}}/openr1_ads_{setting}/dots_predictor.pt"]
 
 
 @functools.cache
@@ -105,6 +106,8 @@ def _check_selector(cfg, choice: str) -> None:
     assert {k: cfg.selector[k] for k in expected} == expected
     if choice == "dots":  # B = 128 (sigma B = 64 served after round 1) + replayed groups; embeddings beside
         assert cfg.selector.embedding_file == cfg.data.train_files.replace(".parquet", ".embeddings.npy")
+        # the authors' trained predictor, written beside them by prepare_data.sh step 5
+        assert cfg.selector.predictor_file == cfg.data.train_files.replace("train.parquet", "dots_predictor.pt")
         assert (cfg.rollout_filter.name, cfg.rollout_filter.capacity, cfg.rollout_filter.fraction) == (
             "replay_fifo", 128, 0.5)
         assert cfg.data.train_batch_size == 128 and rollout_budget(cfg) == 128 * 8
@@ -254,6 +257,7 @@ def test_cpu_preset_composes_for_the_cpu(selector):
     if selector == "dots":  # 1 reference prompt measured per round, 2 prompts a step (1 after the first round)
         assert (cfg.data.train_batch_size, rollout_budget(cfg), cfg.selector.reference_size) == (2, 8, 1)
         assert cfg.selector.embedding_file == "/d/arithmetic_ads/train.embeddings.npy"
+        assert (cfg.selector.predictor, cfg.selector.predictor_file) == ("attention", None)  # no trained one here
         assert cfg.rollout_filter.name == "replay_fifo"
     else:
         assert (cfg.data.train_batch_size, rollout_budget(cfg)) == (4, 16)

@@ -145,6 +145,7 @@ def load_adapter(path: str) -> DifficultyAdapter:
         model = DifficultyAdapter(AdapterShape(**saved["shape"]))
         model.load_state_dict(saved["state_dict"])
     except (OSError, KeyError, TypeError, RuntimeError) as e:
-        raise ValueError(f"selector=dots: cannot load the predictor {path!r} (write it with "
-                         f"verl_ext.axes.dots_predictor.save_adapter after train_adapter): {e}") from e
+        raise ValueError(f"selector=dots: cannot load the predictor {path!r}: {e}. python -m data_prep.dots_predictor "
+                         "trains and writes one (the ADS recipes': scripts/ads/prepare_data.sh with DOTS_PREDICTOR=1); "
+                         "without one: selector.predictor=attention selector.predictor_file=null") from e
     return model.eval()
