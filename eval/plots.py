@@ -102,7 +102,7 @@ def etr(runs: dict[str, Run], out: Path) -> list[Path]:
 
 
 def rollouts_per_task(runs: dict[str, Run], out: Path) -> list[Path]:
-    from verl_ext.trainer.metrics import COUNT_BINS, count_histogram
+    from verl_ext.trainer.step_metrics import COUNT_BINS, count_histogram
 
     labels = [k.rsplit("/", 1)[1] for k in count_histogram(np.array(COUNT_BINS))]
     maps = {}

@@ -69,7 +69,7 @@ def run(config) -> None:
     from verl.utils.config import validate_config
     from verl.utils.device import auto_set_device
 
-    from verl_ext.trainer.components import validate_axes, validate_training_data
+    from verl_ext.trainer.build_axes import validate_axes, validate_training_data
     from verl_ext.trainer.startup_checks import check_supported, check_validation_files
 
     check_supported(config)

@@ -289,7 +289,7 @@ def test_presets_compose_build_and_validate():
     from omegaconf import open_dict
 
     import verl_ext
-    from verl_ext.trainer.components import validate_axes
+    from verl_ext.trainer.build_axes import validate_axes
 
     names = ("coba", "coba_official", "static_exploit", "static_explore", "explore_to_exploit", "knapsack", "grpo",
              "linear_decay")

@@ -32,7 +32,7 @@ def test_equal_rewards_are_degenerate_however_the_variance_rounds():
 def test_every_component_finds_the_same_degenerate_groups(groups, seed):
     """One group per task (sizes 1-6, rewards drawn from a Countdown score set): the degenerate rate, the
     progress selectors' counts, the filters' kept / stored groups are those of GroupRewards.degenerate."""
-    from verl_ext.trainer.metrics import selection_metrics
+    from verl_ext.trainer.step_metrics import selection_metrics
 
     rng = np.random.default_rng(seed)
     task = np.repeat(np.arange(len(groups)), [n for n, _ in groups])

@@ -89,7 +89,7 @@ def check_recipe(cfg) -> None:
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
 
-    from verl_ext.trainer.components import validate_axes
+    from verl_ext.trainer.build_axes import validate_axes
     from verl_ext.trainer.startup_checks import check_supported
 
     check_supported(cfg)
@@ -141,6 +141,6 @@ def commands(proc) -> list[list[str]]:
 
 
 def rollout_budget(cfg) -> int:
-    from verl_ext.trainer.components import rollout_budget as budget
+    from verl_ext.trainer.build_axes import rollout_budget as budget
 
     return budget(cfg)

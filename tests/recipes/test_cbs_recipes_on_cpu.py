@@ -277,7 +277,7 @@ def test_prepare_data_on_the_hub_fixtures(tmp_path):
     """The real script on local copies: one training file of both sources with task keys unique over it (two
     files would repeat each source's 0..n-1: the trainer's task pool refuses them), reward by source."""
     from data_prep.schema import read_rows
-    from verl_ext.trainer.components import task_pool
+    from verl_ext.trainer.build_axes import task_pool
 
     hub = ROOT / "tests" / "fixtures" / "hub"
     inputs = {"DAPO_MATH": "dapo-math-17k.parquet", "MATH_LVL3TO5": "math_lighteval_train.parquet",

@@ -33,7 +33,7 @@ from tests.trainer.scenario import INDEX, KIND, REWARD, ROOT, common_overrides, 
 from verl_ext.axes import StepResults, build_allocator, build_selector
 from verl_ext.cpu import vllm_rollout
 from verl_ext.trainer import records
-from verl_ext.trainer.components import task_pool
+from verl_ext.trainer.build_axes import task_pool
 
 pytestmark = [pytest.mark.e2e, pytest.mark.vllm]  # a vLLM training run: make test runs it last, make test-fast never
 

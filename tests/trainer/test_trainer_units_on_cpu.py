@@ -16,10 +16,10 @@ from tensordict import TensorDict
 from verl_ext.axes import RolloutView, StepResults
 from verl_ext.trainer import per_sample, records
 from verl_ext.trainer.batching import mini_batch_of_rows, plan_mini_batches, real_rows_per_row
-from verl_ext.trainer.components import (
+from verl_ext.trainer.build_axes import (
     axes_seed, build_axes, rollout_budget, task_pool, validate_axes, validate_training_data,
 )
-from verl_ext.trainer.metrics import selection_metrics
+from verl_ext.trainer.step_metrics import selection_metrics
 
 
 # ------------------------------------------------------------------ batch accounting

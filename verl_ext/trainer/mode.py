@@ -72,14 +72,14 @@ from verl_ext.trainer import per_sample, records
 from verl_ext.trainer.batching import (
     MiniBatchPlan, fixed_micro_batch_size, mini_batch_tokens, plan_mini_batches, real_rows_per_row, spread_padding,
 )
-from verl_ext.trainer.components import build_axes, rollout_budget, task_pool
+from verl_ext.trainer.build_axes import build_axes, rollout_budget, task_pool
 from verl_ext.trainer.generation_length import training_cap, with_generation_cap
 from verl_ext.trainer.measurement import measurement_metrics, measurement_rollouts
-from verl_ext.trainer.metrics import selection_metrics
 from verl_ext.trainer.replay import (
     ReplayStore, Replayed, recompute_replayed, remeasures_entropy, sync_replay, zero_trainer_fields,
 )
 from verl_ext.trainer.startup_checks import check_supported
+from verl_ext.trainer.step_metrics import selection_metrics
 from verl_ext.trainer.tq_rows import as_list, rollout_rewards, token_mean
 
 logger = logging.getLogger(__name__)
