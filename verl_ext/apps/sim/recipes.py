@@ -3,7 +3,7 @@ of files (``recipes/GROUP/SETTING.yaml`` and its defaults), the objective's pres
 rows for the command's choices (:func:`verl_ext.recipe_tables.rows`, which ``python -m verl_ext.main`` inserts:
 ``recipe.objectives``, ``recipe.schedulers``, ``recipe.selectors.CHOICE`` with its replay filter and ``with`` leaves)
 and the ``AXIS=CHOICE`` the launcher passes; each axis component composed from ``verl_ext/config/<axis>/<name>.yaml``
-with the recipe's and the rows' field overrides. ``tests/sim`` checks it against the full composition of the launch
+with the recipe's and the rows' field overrides. ``tests/apps/sim`` checks it against the full composition of the launch
 path (Hydra, through :func:`verl_ext.recipe_tables.table_overrides`), which is too slow for a grid of ~40 settings.
 
 Precedence as Hydra applies it: the trainer's defaults < the recipe's files < the objective preset (composed after
@@ -28,6 +28,13 @@ VERL_DEFAULTS = {"algorithm.adv_estimator": "gae", "algorithm.norm_adv_by_std_in
                  "actor_rollout_ref.actor.loss_agg_mode": "token-mean", "actor_rollout_ref.rollout.val_kwargs.n": 1,
                  "data_selection.prefilters": []}  # verl/trainer/config/ppo_trainer.yaml, verl_ext_trainer.yaml
 DATA_PATHS = ("embedding_file", "predictor_file")  # files of real data: the simulator gives columns instead
+# settings that need such a file: the simulator keeps the preset's own (DOTS: the attention predictor over the world's
+# embedding columns instead of the authors' adapter, which is trained on real pass rates)
+DATA_BOUND = {("predictor", "adapter")}
+
+
+def _real_data(key: str, value) -> bool:
+    return key in DATA_PATHS or (key, str(value)) in DATA_BOUND
 
 
 def _chain(path: Path, absolute: Path) -> list[Path]:
@@ -139,7 +146,7 @@ def recipe_run(group: str, setting: str, objective: str | None, axis: str, choic
             choices[key] = value
             fields[key] = []  # a new preset: the recipe's fields of the old one do not apply
         elif head in AXES:
-            if rest not in DATA_PATHS:
+            if not _real_data(rest, value):
                 fields[head].append(f"{rest}={value}")
         else:
             scalars[key] = _value(value)
@@ -169,5 +176,5 @@ def _leaves(node: dict, prefix: str = ""):
     for key, value in node.items():
         if isinstance(value, dict):
             yield from _leaves(value, f"{prefix}{key}.")
-        elif key not in DATA_PATHS:
+        elif not _real_data(key, value):
             yield f"{prefix}{key}", "null" if value is None else value
