@@ -25,7 +25,7 @@ from verl_ext.recipe_tables import rows
 AXES = ("selector", "allocator", "rollout_filter")
 TRAINER_DEFAULTS = {"selector": "uniform", "allocator": "fixed", "rollout_filter": "keep_all"}  # verl_ext_trainer.yaml
 VERL_DEFAULTS = {"algorithm.adv_estimator": "gae", "algorithm.norm_adv_by_std_in_grpo": True,
-                 "actor_rollout_ref.actor.loss_agg_mode": "token-mean", "actor_rollout_ref.rollout.val_kwargs.n": 1,
+                 "actor_rollout_ref.actor.loss_agg_mode": "token-mean",
                  "data_selection.prefilters": []}  # verl/trainer/config/ppo_trainer.yaml, verl_ext_trainer.yaml
 DATA_PATHS = ("embedding_file", "predictor_file")  # files of real data: the simulator gives columns instead
 # settings that need such a file: the simulator keeps the preset's own (DOTS: the attention predictor over the world's
@@ -68,7 +68,6 @@ class RecipeRun:
     adv_estimator: str
     norm_adv_by_std: bool
     loss_agg_mode: str
-    val_n: int
     prefilters: tuple
 
 
@@ -168,7 +167,6 @@ def recipe_run(group: str, setting: str, objective: str | None, axis: str, choic
         steps=int(value("trainer.total_training_steps")), adv_estimator=str(value("algorithm.adv_estimator")),
         norm_adv_by_std=bool(value("algorithm.norm_adv_by_std_in_grpo")),
         loss_agg_mode=str(value("actor_rollout_ref.actor.loss_agg_mode")),
-        val_n=int(value("actor_rollout_ref.rollout.val_kwargs.n")),
         prefilters=tuple(str(p.get("name")) for p in value("data_selection.prefilters") or []))
 
 
