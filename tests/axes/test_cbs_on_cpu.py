@@ -132,13 +132,6 @@ def test_random_ablation_ignores_the_scores():
     assert a.tolist() == b.tolist() and len(set(a.tolist())) == 4
 
 
-def test_bench_per_rollout_oracle_makes_the_same_choices():
-    from verl_ext.apps.bench import cbs as bench
-
-    rows = bench.run(sizes=((64, 16),), rounds=3)
-    assert rows[0]["same_choices"] and rows[0]["fast_s"] > 0
-
-
 def _view(rng, groups=4, n=4, max_len=16):
     from verl_ext.axes import RolloutView
 

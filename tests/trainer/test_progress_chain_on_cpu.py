@@ -3,7 +3,7 @@ verl's trainers, once for the module: SFT warm start (``python -m verl_ext.sft``
 sampler (``+objective=rloo selector=conservative``) → naive RFT (``python -m verl_ext.apps.rft``: K samples, filter,
 one SFT epoch, evaluation) → ``eval.evaluate --preset progress`` of the RL run → ``eval.tables progress``. (The clean
 filter is the same chain with another ``--filter``; its selection is unit-tested in
-``tests/data_prep/test_rft_on_cpu.py``.)
+``tests/data_prep/test_rft_filter_on_cpu.py``.)
 
 A policy that scores: every "known" prompt is a permutation of the numbers 3, 5, 7 with target 15, so the one
 answer the warm start learns, ``3 + 5 + 7``, is right for all of them (bucket 0) and wrong, with the verifier's 0.1

@@ -18,3 +18,8 @@ def test_both_references_make_the_schedulers_choices_and_the_report_gives_both_r
         assert math.isfinite(r[key]) and r[key] > 0, key
     table = bench.report(rows)
     assert "batched / scheduler" in table and "per-rollout / scheduler" in table and "| yes/yes |" in table
+
+
+def test_per_rollout_oracle_makes_the_same_choices_on_a_small_pool():
+    rows = bench.run(sizes=((64, 16),), rounds=3)
+    assert rows[0]["same_choices"] and rows[0]["fast_s"] > 0
