@@ -113,7 +113,7 @@ def test_the_grid_is_the_recipes_composed_with_their_launchers_overrides():
     recipe override fails here), and DOTS+RR / ADS run the ADS recipe's protocol and filter."""
     from tests.recipes.recipes import RECIPES, compose_recipe
     from verl_ext.recipe_tables import with_tables
-    from verl_ext.apps.sim.recipes import DATA_PATHS
+    from verl_ext.apps.sim.recipes import DATA_BOUND, DATA_PATHS
 
     studies = grid.studies(steps=0.02, tasks=2_000)
     setting = {study: {s.name: s for s in studies[study].settings} for study in studies}
@@ -123,9 +123,10 @@ def test_the_grid_is_the_recipes_composed_with_their_launchers_overrides():
         extra = [f"+objective={objective}"] if objective else []
         command = with_tables(RECIPES, [f"+{group}={recipe}", *extra, f"{axis}={choice}"])  # as verl_ext.main does
         full = compose_recipe(group, recipe, *command[1:])
+        real_data = set(DATA_PATHS) | {key for key, _ in DATA_BOUND}  # the simulator gives the world's columns
         for part in ("selector", "allocator", "rollout_filter"):
-            composed = {k: v for k, v in dict(full[part]).items() if k not in DATA_PATHS}
-            ours = {k: v for k, v in getattr(setting[study][name], part).items() if k not in DATA_PATHS}
+            composed = {k: v for k, v in dict(full[part]).items() if k not in real_data}
+            ours = {k: v for k, v in getattr(setting[study][name], part).items() if k not in real_data}
             assert ours == composed, (study, name, part)
         batch = setting[study][name].batch or studies[study].scenario.batch
         assert batch == full.data.train_batch_size
@@ -135,6 +136,9 @@ def test_the_grid_is_the_recipes_composed_with_their_launchers_overrides():
     assert (dots.selector["protocol"], dots.selector["round_steps"], dots.selector["fresh_fraction"],
             dots.selector["reference_size"]) == ("measured", 2, 0.5, 64)
     assert dots.rollout_filter["name"] == "replay_fifo" and studies["ads"].scenario.batch == 128
+    # the recipe's DOTS predicts with the authors' trained adapter (a file of real pass rates); the simulator with the
+    # preset's attention over the world's embedding columns
+    assert ("predictor", "adapter") in DATA_BOUND and dots.selector["predictor"] == "attention"
     assert setting["ads"]["ads"].rollout_filter == {"name": "drop_degenerate", "drop": "all_wrong", "min_keep": 0}
     assert setting["ads"]["uniform+rr"].batch == 64 and setting["ads"]["uniform+rr"].rollout_filter == \
         dots.rollout_filter  # replay alone: DOTS+RR's fresh prompts and buffer, no selection
