@@ -30,20 +30,14 @@ run() {  # run NAME allocator=ALLOCATOR OVERRIDES...
   EXPERIMENT_NAME="$setting-$name" coba_train "$setting" "$1" "${clip[@]}" "${@:2}"
 }
 
-recipe_value() {  # recipe_value KEY: KEY=X among the grid's overrides, else in the setting's YAML, else in _common.yaml
+# KEY as python -m verl_ext.main composes the setting with the grid's overrides: Hydra prints KEY's package (as
+# YAML, where a key like n is quoted), as scripts/cbs/common.sh reads the rollout filter's.
+recipe_value() {  # recipe_value KEY
   local value
-  value="$("$PYTHON" -c 'import sys, yaml
-for path in sys.argv[2:]:
-    node = yaml.safe_load(open(path))
-    for part in sys.argv[1].split("."):
-        node = node.get(part) if isinstance(node, dict) else None
-    if node is not None:
-        print(node)
-        break
-else:
-    sys.exit(f"{sys.argv[1]} is set in none of {sys.argv[2:]}")' \
-    "$1" "$ROOT/recipes/coba/$setting.yaml" "$ROOT/recipes/coba/_common.yaml")"
-  override_value "$1" "$value" "${overrides[@]}"
+  value="$("$PYTHON" -m verl_ext.main --config-dir "$ROOT/recipes" "+coba=$setting" "${overrides[@]}" \
+    --cfg job --resolve --package "${1%.*}" | sed -n "s/^'\{0,1\}${1##*.}'\{0,1\}: //p")" || exit
+  [[ -n "$value" ]] || { echo "recipes/coba/$setting.yaml sets no $1" >&2; exit 2; }
+  echo "$value"
 }
 
 case "${SWEEP:-}" in
@@ -51,7 +45,8 @@ case "${SWEEP:-}" in
     for allocator in $allocators; do run "$allocator" "allocator=$allocator" "$@"; done ;;
   budget)
     tasks="$(recipe_value data.train_batch_size)"
-    default_budget=$(( tasks * $(recipe_value actor_rollout_ref.rollout.n) ))
+    rollouts="$(recipe_value actor_rollout_ref.rollout.n)"
+    default_budget=$(( tasks * rollouts ))
     for budget in ${BUDGETS:-2048 4096 8192}; do
       (( budget % tasks == 0 )) || { echo "B_total $budget is not a multiple of $tasks tasks per step" >&2; exit 2; }
       for allocator in $allocators; do
