@@ -139,35 +139,25 @@ def test_grid_dry_run():
 SWEEP_RUNS = [(b, a) for b in (2048, 4096, 8192) for a in ("grpo", "knapsack", "coba")]
 
 
-@functools.cache
-def _budget_sweep(setting: str) -> list[list[str]]:
-    return commands(_launch("grid.sh", setting, SWEEP="budget", DATA_DIR="/d"))
-
-
 @pytest.mark.parametrize("setting", ["qwen2.5-7b-instruct", "qwen3-4b-base"])
-def test_budget_sweep_sets_n_to_therollout_budget(setting):
-    """Every allocator at B_total 2048 / 4096 / 8192 with rollout.n = B_total / M; the recipe's own
-    B_total (M x 16) is the plain run, under the plain run's name and overrides."""
+def test_budget_sweep(setting):
+    """Every allocator at B_total 2048 / 4096 / 8192 with rollout.n = B_total / M; the recipe's own B_total (M x 16)
+    is the plain run, under the plain run's name and overrides. Every run composes and passes the axes' checks; GRPO
+    gets n each. One launch per setting (the grid composes the recipe twice for M and n: seconds)."""
+    from verl_ext.axes import build_allocator
+
     tasks = SETTINGS[setting][1]
-    for (budget, allocator), words in zip(SWEEP_RUNS, _budget_sweep(setting), strict=True):
+    runs = commands(_launch("grid.sh", setting, SWEEP="budget", DATA_DIR="/d"))
+    for (budget, allocator), words in zip(SWEEP_RUNS, runs, strict=True):
         plain = budget == tasks * 16
         assert f"trainer.experiment_name={setting}-{allocator}{'' if plain else f'-b{budget}'}" in words
         sweep = [f"actor_rollout_ref.rollout.n={budget // tasks}", f"data_selection.rollout_budget={budget}"]
         clip = ["actor_rollout_ref.actor.clip_ratio_high=0.2"] if allocator == "grpo" else []
         assert _overrides(words)[3:] == [f"allocator={allocator}", *clip] + ([] if plain else sweep)
-
-
-@pytest.mark.parametrize("budget", [2048, 8192])
-def test_budget_sweep_composes(budget):
-    """The paper's sweep (Qwen2.5-7B-Instruct, M = 256) passes the axes' checks; GRPO gets n each."""
-    from verl_ext.axes import build_allocator
-
-    runs = [w for (b, _), w in zip(SWEEP_RUNS, _budget_sweep(PAPER_SETTING)) if b == budget]
-    for words in runs:
-        cfg = _compose(PAPER_SETTING, *_overrides(words))
-        assert (rollout_budget(cfg), cfg.actor_rollout_ref.rollout.n) == (budget, budget // 256)
+        cfg = _compose(setting, *_overrides(words))
+        assert (rollout_budget(cfg), cfg.actor_rollout_ref.rollout.n) == (budget, budget // tasks)
         if cfg.allocator.name == "fixed":
-            assert set(build_allocator(cfg.allocator, 0).allocate(0, list(range(256)), budget)) == {budget // 256}
+            assert set(build_allocator(cfg.allocator, 0).allocate(0, list(range(tasks)), budget)) == {budget // tasks}
         check_recipe(cfg)
 
 
