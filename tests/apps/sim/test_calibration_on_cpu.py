@@ -14,7 +14,7 @@ def test_a_real_runs_dumps_give_the_simulators_per_step_metrics():
     assert series["etr"] == [0.0, 0.5]  # step 1: task 3 never solved, task 5 always; step 2: task 7 half
     assert series["degenerate"] == [1.0, 0.5]
     assert series["observed_p"] == [0.5, 0.75]
-    assert series["rollouts_per_task"] == [2.0, 2.0]
+    assert series["counts_std"] == [1.0, 0.0]  # step 1: 3 and 1 rollouts
 
 
 def test_the_simulated_side_runs_the_demos_components_and_the_table_says_where_it_differs(tmp_path):
@@ -23,7 +23,7 @@ def test_the_simulated_side_runs_the_demos_components_and_the_table_says_where_i
     sim = calibration.simulate(pool, tasks=6, budget=24, steps=3, seeds=[0, 1, 2, 3], floor=0.125)
     assert set(sim) == {"uniform", "bots+coba"}
     assert all(len(v["etr"]) == 3 for runs in sim.values() for v in runs.values())
-    assert all(v["rollouts_per_task"] == [4.0, 4.0, 4.0] for v in sim["uniform"].values())
+    assert all(v["counts_std"] == [0.0, 0.0, 0.0] for v in sim["uniform"].values())  # 4 rollouts each
     real = {m: {s: {**v, "etr": [0.0, 0.0, 0.0]} for s, v in runs.items()} for m, runs in sim.items()}
     table = calibration.write(real, sim, tmp_path, "note")
     etr_rows = [line for line in table.splitlines() if "| ETR |" in line]

@@ -7,8 +7,8 @@ policy and the pool stay the demo's) x ``--steps`` steps. The simulated side run
 a world fitted to that pool (:meth:`verl_ext.apps.sim.world.World.fitted`: each task's difficulty from the warm start's
 measured pass rate, ``data_prep.reference_pass_rates``, which is also BOTS's strong reference) over
 ``--sim-seeds`` seeds. Per step it compares the mechanism metrics both log: ETR, degenerate-group rate, the
-selected tasks' pass rate in their rollouts and rollouts per task; their means over steps with 95% t intervals over
-seeds (``agree`` when the two intervals overlap). Writes ``OUT/calibration.md``, ``OUT/calibration.png`` and
+selected tasks' pass rate in their rollouts and the spread of rollouts per task (CoBA's; their mean is fixed);
+their means over steps with 95% t intervals over seeds (``agree`` when the two intervals overlap). Writes ``OUT/calibration.md``, ``OUT/calibration.png`` and
 ``OUT/calibration.json``; ``--compare-only`` re-reads the real runs under ``OUT/real`` instead of training.
 """
 
@@ -25,7 +25,7 @@ from verl_ext.apps.sim.report import t_interval
 
 METHODS = {"uniform": ("selector=uniform", "allocator=fixed")}  # and "bots+coba": the demo's METHOD
 METRICS = {"etr": "ETR", "degenerate": "degenerate-group rate", "observed_p": "selected tasks' pass rate",
-           "rollouts_per_task": "rollouts per task"}
+           "counts_std": "rollouts per task, s.d. across the step's tasks"}  # their mean is budget / tasks
 Series = dict[str, dict[int, dict[str, list[float]]]]  # method -> seed -> metric -> per step
 
 
@@ -45,7 +45,7 @@ def series_of_dumps(dumps: dict[int, dict]) -> dict[str, list[float]]:
         out["etr"].append(effective_task_ratio(rates))
         out["degenerate"].append(degenerate_group_rate(tasks, reward))
         out["observed_p"].append(float(rates.mean()))
-        out["rollouts_per_task"].append(float(np.mean(dumps[step]["counts"])))
+        out["counts_std"].append(float(np.std(dumps[step]["counts"])))
     return out
 
 
