@@ -32,6 +32,7 @@ import pytest
 from tests.trainer.scenario import REWARD, common_overrides, run
 from verl_ext.axes import StepResults, TaskPool, build_selector
 from verl_ext.trainer import records
+from verl_ext.trainer.generation_length import AGENT_LOOP
 
 pytestmark = pytest.mark.e2e  # starts Ray, vLLM or a training run: `make test-fast` leaves it out
 
@@ -106,7 +107,7 @@ def ads_run(prepared):
     return _trainer_run(prepared, "ads", ADS, "rollout_filter=drop_degenerate", "rollout_filter.drop=all_wrong",
                         f"data.max_response_length={TRAIN_LENGTH}",
                         f"actor_rollout_ref.rollout.response_length={VAL_LENGTH}",
-                        "actor_rollout_ref.rollout.agent.default_agent_loop=verl_ext_single_turn",
+                        f"actor_rollout_ref.rollout.agent.default_agent_loop={AGENT_LOOP}",
                         "trainer.val_before_train=true", f"trainer.validation_data_dir={val_dir}")
 
 
@@ -163,9 +164,9 @@ def test_ads_trains_at_its_length_and_validates_at_the_rollouts_longer_one(prepa
 
     from tests.trainer.scenario import model_path
 
-    lengths = [n for d in records.read_dumps(ads_run).values() for n in d["rollout_length"]]
-    assert max(lengths) == TRAIN_LENGTH and len(lengths) == sum(len(d["rollout_task"]) for d in
-                                                                records.read_dumps(ads_run).values())
+    dumps = records.read_dumps(ads_run).values()
+    lengths = [n for d in dumps for n in d["rollout_length"]]
+    assert max(lengths) == TRAIN_LENGTH and len(lengths) == sum(len(d["rollout_task"]) for d in dumps)
     tokenizer = AutoTokenizer.from_pretrained(model_path())
     (dump,) = sorted((prepared["root"] / "ads_validation").glob("*.jsonl"))  # val_before_train: step 0
     outputs = [json.loads(line)["output"] for line in dump.read_text().splitlines()]

@@ -4,7 +4,8 @@
   (the async modes), ``parameter_sync_step > 1``, prompt refills (``sync_refill_failed_groups``),
   verl's DAPO ``algorithm.filter_groups`` (filter with ``rollout_filter=``), distillation, and a critic
   whose mini-batch differs from the actor's, a rollout length above ``data.max_response_length`` without the
-  agent loop that caps training generation (:mod:`verl_ext.trainer.generation_length`); inside Ray (the trainer's constructor), also
+  agent loop that caps training generation (:mod:`verl_ext.trainer.generation_length`); inside Ray (the trainer's
+  constructor), also
   :func:`check_ray_cpus`.
 * :func:`check_ray_cpus` - the Ray nodes' free logical CPUs hold verl's placement groups (else verl waits forever).
 * :func:`check_recipe_keys` - every key a recipe YAML sets exists in the config composed without it

@@ -8,8 +8,9 @@ a world fitted to that pool (:meth:`verl_ext.apps.sim.world.World.fitted`: each 
 measured pass rate, ``data_prep.reference_pass_rates``, which is also BOTS's strong reference) over
 ``--sim-seeds`` seeds. Per step it compares the mechanism metrics both log: ETR, degenerate-group rate, the
 selected tasks' pass rate in their rollouts and the spread of rollouts per task (CoBA's; their mean is fixed);
-their means over steps with 95% t intervals over seeds (``agree`` when the two intervals overlap). Writes ``OUT/calibration.md``, ``OUT/calibration.png`` and
-``OUT/calibration.json``; ``--compare-only`` re-reads the real runs under ``OUT/real`` instead of training.
+their means over steps with 95% t intervals over seeds (``agree`` when the two intervals overlap). Writes
+``OUT/calibration.md``, ``OUT/calibration.png`` and ``OUT/calibration.json``; ``--compare-only`` re-reads the real
+runs under ``OUT/real`` instead of training.
 """
 
 from __future__ import annotations
