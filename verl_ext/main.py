@@ -90,7 +90,7 @@ def run(config) -> None:
 
 @hydra.main(config_path="config", config_name="verl_ext_trainer", version_base=None)
 def _hydra_main(config) -> None:
-    from verl_ext.trainer.startup_checks import check_hydra_recipes
+    from verl_ext.recipe_keys import check_hydra_recipes
 
     check_hydra_recipes(config)  # needs the running app: which recipe files were composed
     run(config)
@@ -126,8 +126,10 @@ def main() -> None:
         argv = cpu_argv(sys.argv[1:])
         sys.stdout.flush()
         os.execvpe(argv[0], argv, {**os.environ, **cpu_env()})
+    from verl_ext.composition import with_searchpath
+
     try:
-        sys.argv[1:] = recipe_argv(sys.argv[1:])
+        sys.argv[1:] = with_searchpath(recipe_argv(sys.argv[1:]))
     except ValueError as e:  # a choice the recipe has no row for
         print(f"verl_ext.main: {e}", file=sys.stderr)
         sys.exit(2)

@@ -23,8 +23,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-CONFIG_DIR = Path(__file__).resolve().parent / "config"  # verl_ext_trainer.yaml and its groups
-CONFIG_NAME = "verl_ext_trainer"
+from verl_ext.composition import CONFIG_DIR, CONFIG_NAME, searchpath
+
 CHOICES = ("objective", "selector", "rollout_filter")  # the groups the tables are keyed by
 
 
@@ -87,9 +87,8 @@ def table_overrides(config_dir: str | Path, overrides: Sequence[str]) -> list[st
 def _rows(config_dir: Path, choices: tuple[str, ...]) -> tuple[str, ...]:
     from hydra import compose, initialize_config_dir
 
-    search = f"hydra.searchpath=[pkg://verl.trainer.config,file://{config_dir}]"
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
-        cfg = compose(CONFIG_NAME, overrides=[search, *choices], return_hydra_config=True)
+        cfg = compose(CONFIG_NAME, overrides=[searchpath(config_dir), *choices], return_hydra_config=True)
     recipe = cfg.get("recipe")
     if not isinstance(recipe, DictConfig):
         return ()

@@ -18,6 +18,7 @@ import shlex
 from pathlib import Path
 
 from tests.recipes.recipes import ROOT, cached_config_files, commands, launch
+from verl_ext.composition import CONFIG_DIR, CONFIG_NAME, searchpath
 
 FIXTURE = ROOT / "tests" / "fixtures" / "launch_configs.json"
 KEPT_DIR = ROOT / "tests" / "fixtures" / "launch_configs"
@@ -109,9 +110,8 @@ def composed_yaml(args: list[str], env: dict[str, str]) -> str:
     from omegaconf import OmegaConf
 
     config_dir, overrides = main_args(args, env)
-    search = f"hydra.searchpath=[pkg://verl.trainer.config,file://{config_dir}]"
-    with cached_config_files(), initialize_config_dir(config_dir=str(ROOT / "verl_ext" / "config"), version_base=None):
-        cfg = compose("verl_ext_trainer", overrides=[search, *overrides])
+    with cached_config_files(), initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
+        cfg = compose(CONFIG_NAME, overrides=[searchpath(config_dir), *overrides])
     return OmegaConf.to_yaml(cfg, resolve=True).replace(str(ROOT), "<root>").replace(CACHE, "<cache>")
 
 

@@ -6,21 +6,20 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 
+from verl_ext.composition import CONFIG_DIR, CONFIG_NAME, searchpath
 from verl_ext.cpu import project_root
 
 ROOT = Path(project_root())
-CONFIG_DIR, CONFIG_NAME = ROOT / "verl_ext" / "config", "verl_ext_trainer"
 RECIPES, SCRIPTS = ROOT / "recipes", ROOT / "scripts"
 
 
 def compose_recipe(group: str, setting: str, *overrides: str, recipes: Path = RECIPES):
     """What ``python -m verl_ext.main --config-dir recipes +GROUP=SETTING OVERRIDES`` composes, with the
     start-up check of the recipe's keys (typos, mandatory ``???`` values)."""
-    from verl_ext.trainer.startup_checks import check_recipe_keys
+    from verl_ext.recipe_keys import check_recipe_keys
 
-    search = f"hydra.searchpath=[pkg://verl.trainer.config,file://{recipes}]"
     with cached_config_files(), initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
-        cfg = compose(CONFIG_NAME, overrides=[search, f"+{group}={setting}", *overrides])
+        cfg = compose(CONFIG_NAME, overrides=[searchpath(recipes), f"+{group}={setting}", *overrides])
     groups = {p.name for d in (CONFIG_DIR, recipes) for p in d.iterdir() if p.is_dir()}
     chosen = tuple(o for o in overrides if "=" in o and o.split("=", 1)[0].lstrip("+~") in groups)
     files, choices = _recipe_parts(recipes, f"+{group}={setting}", *chosen)
@@ -30,13 +29,12 @@ def compose_recipe(group: str, setting: str, *overrides: str, recipes: Path = RE
 
 @functools.cache
 def _recipe_parts(recipes: Path, *choices: str) -> tuple[tuple[Path, ...], tuple[str, ...]]:
-    """:func:`verl_ext.trainer.startup_checks.composed_recipe` for the recipe and the group choices (the rest of a
+    """:func:`verl_ext.recipe_keys.composed_recipe` for the recipe and the group choices (the rest of a
     command line does not change them)."""
-    from verl_ext.trainer.startup_checks import composed_recipe
+    from verl_ext.recipe_keys import composed_recipe
 
-    search = f"hydra.searchpath=[pkg://verl.trainer.config,file://{recipes}]"
     with cached_config_files(), initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
-        files, base = composed_recipe(CONFIG_NAME, [search, *choices], [recipes])
+        files, base = composed_recipe(CONFIG_NAME, [searchpath(recipes), *choices], [recipes])
     return tuple(files), tuple(base)
 
 

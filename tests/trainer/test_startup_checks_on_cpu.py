@@ -95,12 +95,16 @@ def test_a_mandatory_recipe_value_must_be_given():
 
 
 def test_the_entry_point_refuses_a_recipe_typo_before_ray(tmp_path):
+    """Refused before Ray starts and before verl is imported (``-X importtime`` lists every module imported)."""
     recipes = _recipes_with(tmp_path, "  test_freq: 3", "  test_freqq: 3")
-    proc = subprocess.run([sys.executable, "-m", "verl_ext.main", "--config-dir", str(recipes), "+bots=cpu_embedded",
-                           "actor_rollout_ref.model.path=/m"], capture_output=True, text=True, timeout=180, cwd=ROOT)
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "verl_ext.main", "--config-dir", str(recipes),
+                           "+bots=cpu_embedded", "actor_rollout_ref.model.path=/m"], capture_output=True, text=True,
+                          timeout=180, cwd=ROOT)
     assert proc.returncode != 0
     assert "'trainer.test_freqq' is not a config key" in proc.stderr and "did you mean test_freq" in proc.stderr
     assert "ray init" not in proc.stdout + proc.stderr
+    imported = {line.rpartition("|")[2].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert "verl_ext.recipe_keys" in imported and not {m for m in imported if m.split(".")[0] in ("verl", "ray")}
 
 
 def _val_file(tmp_path: Path, rows: list[dict]) -> str:

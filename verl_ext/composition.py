@@ -1,0 +1,49 @@
+"""Where verl_ext's trainer config is, and the Hydra search path that reaches verl's own config.
+
+``verl_ext_trainer.yaml`` extends verl's ``ppo_trainer`` and names verl's config folder as
+``pkg://verl.trainer.config``; Hydra finds a ``pkg://`` folder by importing the package, which imports verl and
+torch (~4 s) before a config exists. :func:`searchpath` names the same folder by its file path, found without
+importing verl: ``python -m verl_ext.main`` and the recipe tables compose with it, so ``--cfg job`` and a launcher's
+``DRY_RUN`` answer in about a second.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+CONFIG_DIR = Path(__file__).resolve().parent / "config"  # verl_ext_trainer.yaml and its groups
+CONFIG_NAME = "verl_ext_trainer"
+VERL_CONFIG = ("verl", "trainer", "config")  # the package of verl's ppo_trainer.yaml
+SEARCHPATH = "hydra.searchpath"
+
+
+@functools.cache
+def verl_config_source() -> str:
+    """verl's config folder as a Hydra config source: ``file://`` + its path when verl is installed as files (found
+    with :func:`importlib.util.find_spec`, which imports nothing of verl), else ``pkg://verl.trainer.config``."""
+    spec = importlib.util.find_spec(VERL_CONFIG[0])
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        folder = Path(location, *VERL_CONFIG[1:])
+        if (folder / "ppo_trainer.yaml").is_file():
+            return f"file://{folder}"
+    return "pkg://" + ".".join(VERL_CONFIG)
+
+
+def searchpath(*config_dirs: str | os.PathLike) -> str:
+    """The ``hydra.searchpath=`` override: verl's config folder (:func:`verl_config_source`), then ``config_dirs``
+    (e.g. ``recipes/``, what ``--config-dir`` adds on the command line)."""
+    return f"{SEARCHPATH}=[" + ",".join([verl_config_source(), *(f"file://{d}" for d in config_dirs)]) + "]"
+
+
+def with_searchpath(args: Sequence[str]) -> list[str]:
+    """A command line with :func:`searchpath` before its first override (Hydra reads the overrides as one run of
+    words), unless it sets ``hydra.searchpath`` itself (then it is unchanged: the user's wins)."""
+    overrides = [i for i, a in enumerate(args) if "=" in a and not a.startswith("-")]
+    if any(args[i].lstrip("+~").split("=", 1)[0] == SEARCHPATH for i in overrides):
+        return list(args)
+    at = overrides[0] if overrides else len(args)
+    return [*args[:at], searchpath(), *args[at:]]
