@@ -17,7 +17,7 @@ import json
 import shlex
 from pathlib import Path
 
-from tests.recipes.recipes import ROOT, cached_config_files, commands, launch
+from tests.recipes.recipes import ROOT, cached_compositions, commands, launch
 from verl_ext.composition import CONFIG_DIR, CONFIG_NAME, searchpath
 
 FIXTURE = ROOT / "tests" / "fixtures" / "launch_configs.json"
@@ -110,7 +110,7 @@ def composed_yaml(args: list[str], env: dict[str, str]) -> str:
     from omegaconf import OmegaConf
 
     config_dir, overrides = main_args(args, env)
-    with cached_config_files(), initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
+    with cached_compositions(), initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
         cfg = compose(CONFIG_NAME, overrides=[searchpath(config_dir), *overrides])
     return OmegaConf.to_yaml(cfg, resolve=True).replace(str(ROOT), "<root>").replace(CACHE, "<cache>")
 
