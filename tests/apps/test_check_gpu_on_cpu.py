@@ -1,4 +1,5 @@
-"""``python -m verl_ext.apps.check_gpu`` on a machine without a GPU, and its pieces that run on a CPU."""
+"""``python -m verl_ext.apps.check_gpu`` on a machine without a GPU (its ``main`` in this process; as a command in
+scripts/gpu_first_hour.sh, the last test), and its pieces that run on a CPU."""
 
 from __future__ import annotations
 
@@ -18,11 +19,6 @@ from verl_ext.attention import BACKENDS
 from verl_ext.cpu import project_root
 
 
-def _run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "verl_ext.apps.check_gpu", *args], capture_output=True, text=True,
-                          timeout=300, cwd=project_root())
-
-
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
     torch.manual_seed(0)
@@ -32,24 +28,24 @@ def tiny_model(tmp_path_factory):
     return str(path)
 
 
-def test_fails_fast_and_clearly_without_a_gpu():
-    proc = _run()
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "[ok] python" in proc.stdout and "[FAILED] no CUDA device" in proc.stderr
-    assert "[ok] vllm" not in proc.stdout  # stops at the first failure
+def test_fails_fast_and_clearly_without_a_gpu(capsys):
+    assert check_gpu.main([]) == 1
+    out, err = capsys.readouterr()
+    assert "[ok] python" in out and "[FAILED] no CUDA device" in err
+    assert "[ok] vllm" not in out  # stops at the first failure
 
 
-def test_cpu_flag_runs_the_update_check(tiny_model):
-    proc = _run("--cpu", "--model", tiny_model)
-    assert proc.returncode == 0, proc.stderr
-    assert "[ok] attention: flex_attention" in proc.stdout and "[ok] actor update: loss" in proc.stdout
-    assert "[ok] vllm" not in proc.stdout and "update sdpa" not in proc.stdout  # the recipes' one only
+def test_cpu_flag_runs_the_update_check(tiny_model, capsys):
+    assert check_gpu.main(["--cpu", "--model", tiny_model]) == 0
+    out = capsys.readouterr().out
+    assert "[ok] attention: flex_attention" in out and "[ok] actor update: loss" in out
+    assert "[ok] vllm" not in out and "update sdpa" not in out  # the recipes' one only
 
 
-def test_missing_attention_package_fails_by_name(tiny_model):
-    proc = _run("--cpu", "--model", tiny_model, "--attention", "flash_attention_2")
-    assert proc.returncode == 1
-    assert "needs the flash-attn package" in proc.stderr and "attn_implementation=flex_attention" in proc.stderr
+def test_missing_attention_package_fails_by_name(tiny_model, capsys):
+    assert check_gpu.main(["--cpu", "--model", tiny_model, "--attention", "flash_attention_2"]) == 1
+    err = capsys.readouterr().err
+    assert "needs the flash-attn package" in err and "attn_implementation=flex_attention" in err
 
 
 def test_gpu_install_packages_follow_verls_extras():
