@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import socket
 import threading
 import time
@@ -65,14 +66,34 @@ def sandbox_user_pids() -> set[int]:
     return pids
 
 
+def _parent(pid: int) -> int | None:
+    try:
+        return int(re.search(r"\nPPid:\t(\d+)", Path(f"/proc/{pid}/status").read_text()).group(1))
+    except OSError:
+        return None  # exited meanwhile
+
+
+def ours_or_orphaned(pid: int) -> bool:
+    """``pid`` descends from this process, or was orphaned (re-parented to init). A program another test's sandbox
+    runs at the same time (the other pytest-xdist worker's, or a converter test's) is neither."""
+    parent = _parent(pid)
+    if parent is not None and parent <= 1:
+        return True
+    while parent is not None and parent > 1:
+        if parent == os.getpid():
+            return True
+        parent = _parent(parent)
+    return False
+
+
 @pytest.fixture
 def no_stray_processes():
-    """After the test, no process of the sandbox user is left, zombies included. Checked as root
-    only: otherwise the sandbox runs under the caller's own uid and cannot be told apart."""
+    """After the test, no process of the sandbox user that this test started is left, zombies included. Checked
+    as root only: otherwise the sandbox runs under the caller's own uid and cannot be told apart."""
     before = sandbox_user_pids()
     yield
     if os.geteuid() == 0:
-        assert sandbox_user_pids() - before == set()
+        assert {pid for pid in sandbox_user_pids() - before if ours_or_orphaned(pid)} == set()
 
 
 @pytest.fixture(scope="module")
