@@ -53,7 +53,7 @@ test: $(STAMP)
 # The developer's loop: everything but the e2e modules (Ray, vLLM, training runs) on two pytest-xdist workers of
 # one thread each (tiny tensors); no vLLM environment needed.
 test-fast: $(STAMP)
-	OMP_NUM_THREADS=1 $(PY) -m pytest tests -m "not e2e" -n 2 $(PYTEST_ARGS)
+	OMP_NUM_THREADS=1 $(PY) -m pytest tests -m "not e2e" -n 2 --dist worksteal $(PYTEST_ARGS)
 
 # Speed targets as ratios measured side by side in one run (results also in outputs/bench/*.json).
 bench: $(STAMP) $(VLLM_STAMP)
