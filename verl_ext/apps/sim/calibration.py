@@ -52,18 +52,17 @@ def series_of_dumps(dumps: dict[int, dict]) -> dict[str, list[float]]:
 
 def axis_configs(overrides: tuple[str, ...]) -> dict[str, dict]:
     """The three components the trainer's defaults and ``overrides`` (``axis=name`` / ``axis.field=value``) give."""
-    from verl_ext.apps.sim.recipes import AXES, TRAINER_DEFAULTS, component
+    from verl_ext.apps.sim.recipes import AXES, TRAINER_DEFAULTS, axis_override, component
 
     names, fields = dict(TRAINER_DEFAULTS), {a: [] for a in AXES}
     for item in overrides:
-        key, _, value = item.partition("=")
-        head, _, rest = key.partition(".")
-        if key in AXES:
-            names[key] = value
-        elif head in AXES:
-            fields[head].append(f"{rest}={value}")
-        else:
+        axis, key, value = axis_override(item)
+        if axis is None:
             raise ValueError(f"{item!r}: only selector / allocator / rollout_filter overrides are simulated")
+        if key is None:
+            names[axis] = value
+        else:
+            fields[axis].append(f"{key}={value}")
     return {a: component(a, names[a], tuple(fields[a])) for a in AXES}
 
 

@@ -112,6 +112,16 @@ def _objective(name: str) -> dict:
     return _merged(config / "objective" / f"{name}.yaml", config)
 
 
+def axis_override(line: str) -> tuple[str | None, str | None, str]:
+    """A Hydra override ``key=value`` as ``(axis, field, value)``: ``selector=bots`` is ``("selector", None,
+    "bots")``, ``selector.tau=0.5`` is ``("selector", "tau", "0.5")``, any other key ``(None, key, value)``."""
+    key, _, value = line.partition("=")
+    head, _, rest = key.partition(".")
+    if key in AXES:
+        return key, None, value
+    return (head, rest, value) if head in AXES else (None, key, value)
+
+
 def _get(tree: dict, key: str):
     node = tree
     for part in key.split("."):
@@ -139,16 +149,14 @@ def recipe_run(group: str, setting: str, objective: str | None, axis: str, choic
     lines = rows(recipe.get("recipe") or {}, objective, choices["selector"], filter_name)
     scalars: dict = {}
     for line in [*lines, *extra]:
-        key, _, value = line.partition("=")
-        head, _, rest = key.partition(".")
-        if key in AXES:
-            choices[key] = value
-            fields[key] = []  # a new preset: the recipe's fields of the old one do not apply
-        elif head in AXES:
-            if not _real_data(rest, value):
-                fields[head].append(f"{rest}={value}")
-        else:
+        axis, key, value = axis_override(line)
+        if axis is None:
             scalars[key] = _value(value)
+        elif key is None:
+            choices[axis] = value
+            fields[axis] = []  # a new preset: the recipe's fields of the old one do not apply
+        elif not _real_data(key, value):
+            fields[axis].append(f"{key}={value}")
 
     def value(key: str):
         if key in scalars:
