@@ -5,7 +5,7 @@ command line that carries it."""
 import importlib.resources
 from pathlib import Path
 
-from verl_ext.composition import searchpath, verl_config_source, with_searchpath
+from verl_ext.composition import override_key, searchpath, verl_config_source, with_searchpath
 
 
 def test_verls_config_folder_is_the_one_its_package_holds():
@@ -22,6 +22,7 @@ def test_the_search_path_goes_before_the_first_override_unless_the_user_sets_one
     assert with_searchpath(["--config-dir", "recipes", "+cbs=x", "a.b=1", "--cfg", "job"]) == \
         ["--config-dir", "recipes", sp, "+cbs=x", "a.b=1", "--cfg", "job"]
     assert with_searchpath(["--cfg", "job"]) == ["--cfg", "job", sp]
+    assert [override_key(o) for o in ("a.b=1", "+a.b=1", "++a.b=1", "~a.b", "~a.b=2")] == ["a.b"] * 5
     own = ["a=1", "hydra.searchpath=[pkg://verl.trainer.config]"]
     assert with_searchpath(own) == own and with_searchpath(["++hydra.searchpath=[]"]) == ["++hydra.searchpath=[]"]
 

@@ -39,11 +39,17 @@ def searchpath(*config_dirs: str | os.PathLike) -> str:
     return f"{SEARCHPATH}=[" + ",".join([verl_config_source(), *(f"file://{d}" for d in config_dirs)]) + "]"
 
 
+def override_key(override: str) -> str:
+    """The key a Hydra override sets, adds or deletes: ``++a.b=1``, ``+a.b=1``, ``~a.b`` and ``a.b=1`` are ``a.b``."""
+    return override.lstrip("+~").split("=", 1)[0]
+
+
 def with_searchpath(args: Sequence[str]) -> list[str]:
     """A command line with :func:`searchpath` before its first override (Hydra reads the overrides as one run of
     words), unless it sets ``hydra.searchpath`` itself (then it is unchanged: the user's wins)."""
-    overrides = [i for i, a in enumerate(args) if "=" in a and not a.startswith("-")]
-    if any(args[i].lstrip("+~").split("=", 1)[0] == SEARCHPATH for i in overrides):
+    from verl_ext.cpu import split_hydra_flags
+
+    flags, overrides = split_hydra_flags(args)
+    if any(override_key(o) == SEARCHPATH for o in overrides):
         return list(args)
-    at = overrides[0] if overrides else len(args)
-    return [*args[:at], searchpath(), *args[at:]]
+    return [*flags, searchpath(), *overrides]

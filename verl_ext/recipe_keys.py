@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 from omegaconf import DictConfig, ListConfig
 
-from verl_ext.composition import CONFIG_DIR, SEARCHPATH
+from verl_ext.composition import CONFIG_DIR, SEARCHPATH, override_key
 
 RECIPE_SECTION = "recipe"
 MISSING = "???"
@@ -91,7 +91,7 @@ def check_hydra_recipes(config) -> None:
 
     hc = HydraConfig.get()
     dirs = [Path(s.path) for s in hc.runtime.config_sources if s.provider == "command-line" and s.schema == "file"]
-    search = [o for o in hc.overrides.hydra if o.split("=", 1)[0] == SEARCHPATH]  # the run's, for the same files
+    search = [o for o in hc.overrides.hydra if override_key(o) == SEARCHPATH]  # the run's, for the same files
     files, choices = composed_recipe(hc.job.config_name, [*search, *hc.overrides.task], dirs)
     if files:
         check_recipe_keys(compose(config_name=hc.job.config_name, overrides=[*search, *choices]), files,
@@ -119,7 +119,7 @@ def _unknown(base, key: str) -> tuple[str, list[str]] | None:
 def check_recipe_keys(base, recipe_files: Iterable[str | os.PathLike], command_line: Iterable[str] = ()) -> None:
     """Every key the recipe files set exists in ``base`` (the config composed without them), and every
     ``???`` they declare is set by an override in ``command_line``."""
-    given = {o.lstrip("+~").split("=", 1)[0] for o in command_line if "=" in o}
+    given = {override_key(o) for o in command_line if "=" in o}
     errors = []
     for path in recipe_files:
         for key, value in recipe_values(path).items():

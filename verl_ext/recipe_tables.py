@@ -23,7 +23,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from verl_ext.composition import CONFIG_DIR, CONFIG_NAME, searchpath
+from verl_ext.composition import CONFIG_DIR, CONFIG_NAME, override_key, searchpath
+from verl_ext.cpu import split_hydra_flags
 
 CHOICES = ("objective", "selector", "rollout_filter")  # the groups the tables are keyed by
 
@@ -74,13 +75,16 @@ def _groups(config_dir: Path) -> set[str]:
     return {p.name for d in (CONFIG_DIR, config_dir) for p in d.iterdir() if p.is_dir()}
 
 
+def group_choices(config_dir: str | Path, overrides: Sequence[str]) -> tuple[str, ...]:
+    """The command line's group choices (``+GROUP=SETTING``, ``selector=``): what decides the defaults list."""
+    groups = _groups(Path(config_dir).resolve())
+    return tuple(o for o in overrides if "=" in o and override_key(o) in groups)
+
+
 def table_overrides(config_dir: str | Path, overrides: Sequence[str]) -> list[str]:
     """The rows the recipe reached through ``config_dir`` gives the command line's choices (see module docstring),
-    read from the config Hydra composes with the command line's group choices (``+GROUP=SETTING``, ``selector=``)."""
-    config_dir = Path(config_dir).resolve()
-    groups = _groups(config_dir)
-    choices = tuple(o for o in overrides if "=" in o and o.split("=", 1)[0].lstrip("+~") in groups)
-    return list(_rows(config_dir, choices))
+    read from the config Hydra composes with the command line's group choices (:func:`group_choices`)."""
+    return list(_rows(Path(config_dir).resolve(), group_choices(config_dir, overrides)))
 
 
 @functools.lru_cache(maxsize=256)  # per choices: the recipe tests expand hundreds of launcher commands
@@ -103,8 +107,7 @@ def with_tables(config_dir: str | Path | None, args: list[str]) -> list[str]:
     if config_dir is None:
         return args
     extra = table_overrides(config_dir, args)
-    overrides = [i for i, a in enumerate(args) if "=" in a and not a.startswith("-")]
-    chosen = [i for i in overrides if args[i].split("=", 1)[0].lstrip("+") in CHOICES]
-    first = overrides[0] if overrides else len(args)
+    first = len(split_hydra_flags(args)[0])
+    chosen = [i for i in range(first, len(args)) if "=" in args[i] and args[i].split("=", 1)[0].lstrip("+") in CHOICES]
     at = chosen[-1] + 1 if chosen else first
     return [*args[:at], *extra, *args[at:]]

@@ -9,6 +9,7 @@ from hydra import compose, initialize_config_dir
 
 from verl_ext.composition import CONFIG_DIR, CONFIG_NAME, searchpath
 from verl_ext.cpu import project_root
+from verl_ext.recipe_tables import group_choices
 
 ROOT = Path(project_root())
 RECIPES, SCRIPTS = ROOT / "recipes", ROOT / "scripts"
@@ -21,9 +22,7 @@ def compose_recipe(group: str, setting: str, *overrides: str, recipes: Path = RE
 
     with cached_compositions(), initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
         cfg = compose(CONFIG_NAME, overrides=[searchpath(recipes), f"+{group}={setting}", *overrides])
-    groups = {p.name for d in (CONFIG_DIR, recipes) for p in d.iterdir() if p.is_dir()}
-    chosen = tuple(o for o in overrides if "=" in o and o.split("=", 1)[0].lstrip("+~") in groups)
-    files, choices = _recipe_parts(recipes, f"+{group}={setting}", *chosen)
+    files, choices = _recipe_parts(recipes, f"+{group}={setting}", *group_choices(recipes, overrides))
     check_recipe_keys(_base(choices), files, overrides)
     return cfg
 
