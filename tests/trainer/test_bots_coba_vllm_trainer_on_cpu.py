@@ -11,6 +11,8 @@ sleep / wake, CUDA IPC and CUDA graphs). Asserted:
   (a stale packed ``lm_head`` gave 0.02 while the run exited 0), and at step 2 they agree far more closely than
   the step-1 update moved the policy, i.e. the second step generated from the updated weights;
 * the evaluator's vLLM backend (``eval.evaluate --backend vllm``, same install) reads the run's checkpoints.
+* the run leaves none of its shared memory behind (vLLM's message queues, named with the run's prefix) and keeps a
+  segment another process created while it ran (:func:`verl_ext.cpu.vllm_rollout.shm_cleanup`).
 
 Scenario of ``tests.trainer.scenario`` (easy tasks always score 1, hard 0, coin alternates) with reference
 pass-rate columns. The rollout computes in fp32 like the actor here (``tests/conftest.py``), so the agreement is
@@ -20,9 +22,12 @@ skipping).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
+import threading
+from multiprocessing import shared_memory
 from pathlib import Path
 
 import numpy as np
@@ -75,10 +80,42 @@ def bots_run(tmp_path_factory):
         "trainer.save_freq=1", "actor_rollout_ref.actor.checkpoint.save_contents=[model,extra,hf_model]",
     ]
     shm_before = vllm_rollout.shm_segments()
-    seconds = run("verl_ext.main", overrides, root / "run.log", timeout=900)
+    watch = _ShmWatch()
+    watch.start()
+    try:
+        seconds = run("verl_ext.main", overrides, root / "run.log", timeout=900)
+    finally:
+        watch.stop.set()
+        watch.join()
     print(f"verl_ext.main vllm selector=bots allocator=coba, {STEPS} steps: {seconds:.1f} s")
-    assert vllm_rollout.shm_segments() <= shm_before, "the run left shared-memory segments behind"
+    try:
+        assert len(watch.runs) >= 2, watch.runs  # vLLM's engine core and worker named theirs with the run's prefix
+        assert watch.foreign is not None, "no foreign segment was created while the run ran"
+        # the run's segments are gone, whatever their names; the one created outside the run is not
+        assert vllm_rollout.shm_segments() - shm_before == {watch.foreign.name}
+    finally:
+        if watch.foreign is not None:
+            watch.foreign.close()
+            with contextlib.suppress(FileNotFoundError):  # a wrong clean-up removed it
+                watch.foreign.unlink()
     return rows, run_dir
+
+
+class _ShmWatch(threading.Thread):
+    """Polls ``/dev/shm`` while the run runs: records the run's segments and, once the first is there (the run's
+    clean-up is active), creates a segment in this process, which is outside the run."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.stop = threading.Event()
+        self.runs: set[str] = set()
+        self.foreign: shared_memory.SharedMemory | None = None
+
+    def run(self):
+        while not self.stop.wait(0.5):
+            self.runs |= {n for n in vllm_rollout.shm_segments() if n.startswith(vllm_rollout.RUN_SHM_PREFIX)}
+            if self.runs and self.foreign is None:
+                self.foreign = shared_memory.SharedMemory(create=True, size=4096)
 
 
 def test_selections_and_counts_equal_a_replay_on_the_recorded_rewards(bots_run):

@@ -1,10 +1,15 @@
 """The vLLM part of the CPU preset (``verl_ext.cpu.vllm_rollout``) without starting anything: which rollout the
 command line asks for, the interpreter a ``--cpu`` launch re-executes with, the overrides composing onto verl's
-config, and the shared-memory clean-up. The run itself: ``test_bots_coba_vllm_trainer_on_cpu.py``."""
+config, and the shared-memory clean-up (real segments in ``/dev/shm``). The run itself:
+``test_bots_coba_vllm_trainer_on_cpu.py``."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import subprocess
 import sys
+from multiprocessing import resource_tracker, shared_memory
 from pathlib import Path
 
 import pytest
@@ -62,17 +67,51 @@ def test_vllm_overrides_compose_onto_verls_config():
     assert f"class {cls}(" in source
 
 
-def test_shm_cleanup_removes_only_segments_that_appeared(monkeypatch, tmp_path):
-    monkeypatch.setattr(vllm_rollout, "SHM_DIR", tmp_path)
-    (tmp_path / "psm_old").write_bytes(b"x")
-    (tmp_path / "other").write_bytes(b"x")
-    with vllm_rollout.shm_cleanup():
-        (tmp_path / "psm_new").write_bytes(b"x")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["other", "psm_old"]
-    with pytest.raises(RuntimeError), vllm_rollout.shm_cleanup():  # also when the run fails
-        (tmp_path / "psm_failed").write_bytes(b"x")
-        raise RuntimeError("run failed")
-    assert not (tmp_path / "psm_failed").exists()
-    with vllm_rollout.shm_cleanup(enabled=False):
-        (tmp_path / "psm_kept").write_bytes(b"x")
-    assert (tmp_path / "psm_kept").exists()
+# A process that creates a segment and leaves it (as vLLM's, killed at Ray's shutdown, do), after loading the
+# prefix hook the way vLLM loads it in its processes: the entry point pyproject.toml registers. Prints the name.
+LEAK = """import pkgutil, tomllib
+from multiprocessing import resource_tracker, shared_memory
+
+hooks = tomllib.load(open("pyproject.toml", "rb"))["project"]["entry-points"]["vllm.general_plugins"]
+pkgutil.resolve_name(hooks["verl_ext_shm_prefix"])()
+shm = shared_memory.SharedMemory(create=True, size=4096)
+resource_tracker.unregister(shm._name, "shared_memory")
+print(shm.name)
+"""
+
+
+def _leak(env: dict[str, str]) -> str:
+    return subprocess.run([sys.executable, "-c", LEAK], cwd=ROOT, env=env, capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def _leak_here() -> str:
+    shm = shared_memory.SharedMemory(create=True, size=4096)
+    resource_tracker.unregister(shm._name, "shared_memory")
+    shm.close()
+    return shm.name
+
+
+def test_shm_cleanup_removes_the_runs_own_segments_and_no_one_elses():
+    outside = {k: v for k, v in os.environ.items() if k != vllm_rollout.SHM_PREFIX_ENV}  # another program's
+    foreign: list[str] = []
+    try:
+        for fails in (False, True):
+            with contextlib.suppress(RuntimeError), vllm_rollout.shm_cleanup() as run_env:
+                assert os.environ[vllm_rollout.SHM_PREFIX_ENV] == run_env[vllm_rollout.SHM_PREFIX_ENV]
+                own = [_leak_here(), _leak(dict(os.environ))]  # the run's driver and a process it started
+                foreign.append(_leak(outside))  # created while the run runs, by a process outside it
+                assert all(name.startswith(run_env[vllm_rollout.SHM_PREFIX_ENV]) for name in own)
+                assert {*own, foreign[-1]} <= vllm_rollout.shm_segments()
+                if fails:
+                    raise RuntimeError("the run failed")
+            assert not set(own) & vllm_rollout.shm_segments(), fails
+            assert set(foreign) <= vllm_rollout.shm_segments(), fails
+        assert vllm_rollout.SHM_PREFIX_ENV not in os.environ  # and this process names its segments as before
+        foreign.append(_leak_here())
+        assert foreign[-1].startswith(vllm_rollout.SHM_PREFIX) and "verl_ext" not in foreign[-1]
+    finally:
+        for name in foreign:
+            (vllm_rollout.SHM_DIR / name).unlink(missing_ok=True)
+    with vllm_rollout.shm_cleanup(enabled=False) as run_env:
+        assert run_env == {} and vllm_rollout.SHM_PREFIX_ENV not in os.environ

@@ -43,8 +43,8 @@ def main(argv: list[str] | None = None) -> int:
         cmd, env = main_ppo_command(extra, num_threads=args.num_threads, precision=args.precision)
         sys.stdout.flush()
         if vllm_rollout.requested_rollout(extra) == "vllm":  # a child, so that its shared memory can be removed
-            with vllm_rollout.shm_cleanup():
-                return subprocess.call(cmd, env=env)
+            with vllm_rollout.shm_cleanup() as run_env:
+                return subprocess.call(cmd, env={**env, **run_env})
         os.execvpe(cmd[0], cmd, env)
     return 0
 

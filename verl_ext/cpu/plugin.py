@@ -13,9 +13,11 @@ them, so it is safe on GPU machines.
 
 3. Only when ``VERL_PLATFORM=cpu``: applies the shims of :mod:`verl_ext.cpu.shims` (monkeypatches
    for spots where verl 0.9.1 has no hook; each one is documented there).
+4. Only under :func:`verl_ext.cpu.vllm_rollout.shm_cleanup` (``VERL_EXT_SHM_PREFIX`` set): names the process's
+   shared-memory segments with the run's prefix, so that the clean-up removes them and no one else's.
 """
 
-from verl_ext.cpu import is_cpu_mode, platform, shims  # noqa: F401  (platform registers on import)
+from verl_ext.cpu import is_cpu_mode, platform, shims, vllm_rollout  # noqa: F401  (platform registers on import)
 
 HF_ROLLOUT_MODULE = "verl_ext.cpu.hf_rollout"
 
@@ -42,3 +44,4 @@ def register_hf_rollout() -> None:
 register_hf_rollout()
 if is_cpu_mode():
     shims.apply()
+vllm_rollout.use_run_prefix()

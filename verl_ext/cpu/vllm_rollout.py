@@ -10,6 +10,8 @@ What differs from a GPU: no sleep / wake (``enable_sleep_mode`` is refused on CP
 ``vllm/config/model.py:521``), weights go through shared memory instead of CUDA IPC (and need
 :class:`verl_ext.cpu.vllm_worker.CPUWeightSyncExtension`), no CUDA graphs (``enforce_eager``), and the KV cache is
 sized in bytes of RAM (``gpu_memory_utilization`` would be a share of the machine's RAM, ``cpu_worker.py:61``).
+A run also leaves vLLM's shared-memory message queues behind (Ray kills their processes), which
+:func:`shm_cleanup` removes: only the run's own.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
+import secrets
 import sys
 from pathlib import Path
 from typing import Iterator
@@ -25,7 +28,9 @@ WORKER_EXTENSION = "verl_ext.cpu.vllm_worker.CPUWeightSyncExtension"
 KV_CACHE_BYTES = 1 << 30  # 1 GiB of RAM: enough for the small CPU runs (4 x 4 rollouts of 64-512 tokens)
 VENV_NAME = ".venv-vllm"
 SHM_DIR = Path("/dev/shm")
-SHM_PREFIX = "psm_"  # torch's shared-memory segments (the weight buckets and vLLM's message queues)
+SHM_PREFIX = "psm_"  # multiprocessing.shared_memory's names (vLLM's message queues among them)
+SHM_PREFIX_ENV = "VERL_EXT_SHM_PREFIX"  # a run's own prefix (shm_cleanup sets it), read by use_run_prefix
+RUN_SHM_PREFIX = f"{SHM_PREFIX}verl_ext_"  # how every run's prefix begins
 ROLLOUT_KEY = "actor_rollout_ref.rollout.name"
 
 
@@ -73,21 +78,59 @@ def shm_segments() -> set[str]:
     return {p.name for p in SHM_DIR.glob(f"{SHM_PREFIX}*")} if SHM_DIR.is_dir() else set()
 
 
+def _run_shm_name(prefix: str) -> str:
+    return f"/{prefix}{secrets.token_hex(8)}"
+
+
+def use_run_prefix() -> None:
+    """Name this process's new ``multiprocessing.shared_memory`` segments ``$VERL_EXT_SHM_PREFIX<hex>`` (no change
+    without the variable). Runs in every process of a vLLM run that may create one: verl's (through
+    :mod:`verl_ext.cpu.plugin`) and vLLM's (a ``vllm.general_plugins`` entry point in ``pyproject.toml``, which
+    vLLM loads in its engine core and workers before they create their message queues)."""
+    prefix = os.environ.get(SHM_PREFIX_ENV)
+    if prefix:
+        from multiprocessing import shared_memory
+
+        shared_memory._make_filename = lambda: _run_shm_name(prefix)
+
+
 @contextlib.contextmanager
-def shm_cleanup(enabled: bool = True) -> Iterator[None]:
-    """Remove the shared-memory segments a vLLM run leaves behind (~420 MB per run on the embedded model): those
-    that appeared while the block ran, after Ray (and with it the vLLM processes) has shut down."""
+def shm_cleanup(enabled: bool = True) -> Iterator[dict[str, str]]:
+    """Remove the shared-memory segments a vLLM run leaves behind (~400 MB per run on the embedded model), and only
+    the run's own: the block runs with a fresh ``$VERL_EXT_SHM_PREFIX``, which the run's processes inherit and name
+    their segments with (:func:`use_run_prefix`); those are removed after Ray (and with it the vLLM processes) has
+    shut down, also when the block fails. Yields the variable, for a run started with an environment of its own.
+
+    [decision] A name prefix rather than the creators' pids. In a real run (``tests/trainer/
+    test_bots_coba_vllm_trainer_on_cpu.py``, traced) the segments left are vLLM's two shm message queues
+    (``shm_broadcast.MessageQueue``: the executor's request queue, 160 MB, in the engine core; a worker's response
+    queue, 240 MB), unnamed, so ``multiprocessing.shared_memory`` names them ``/psm_<hex>``; both processes are
+    spawned (vLLM forces spawn in a Ray actor) from verl's vLLM server actor and killed at Ray's shutdown. verl's
+    weight buckets (``verl_weights_<uuid>``) are unlinked by verl. A segment keeps no creator pid, so tracking pids
+    would mean polling ``/proc`` for whoever maps what while the run runs, racing short-lived processes; a name set
+    when the segment is created is exact, and the environment reaches every process: a local Ray instance inherits
+    the driver's, spawned and forked children their parent's."""
     if not enabled:
-        yield
+        yield {}
         return
-    before = shm_segments()
+    from multiprocessing import shared_memory
+
+    prefix = f"{RUN_SHM_PREFIX}{os.getpid()}_{secrets.token_hex(2)}_"
+    outer_prefix, outer_namer = os.environ.get(SHM_PREFIX_ENV), shared_memory._make_filename
+    os.environ[SHM_PREFIX_ENV] = prefix
+    use_run_prefix()
     try:
-        yield
+        yield {SHM_PREFIX_ENV: prefix}
     finally:
         import ray
 
         if ray.is_initialized():
             ray.shutdown()
-        for name in sorted(shm_segments() - before):
+        shared_memory._make_filename = outer_namer
+        if outer_prefix is None:
+            os.environ.pop(SHM_PREFIX_ENV, None)
+        else:
+            os.environ[SHM_PREFIX_ENV] = outer_prefix
+        for path in SHM_DIR.glob(f"{prefix}*"):
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(SHM_DIR / name)
+                path.unlink()
