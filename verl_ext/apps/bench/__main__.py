@@ -1,6 +1,7 @@
 """``python -m verl_ext.apps.bench [NAME ...] [--run DIR] [--out DIR]``: run benchmarks, print Markdown tables and write
 ``<out>/<name>.json``; with ``--run``, also each component's measured share of that trainer run's step
-(``<out>/run_share.json``; only that when no NAME is given)."""
+(``<out>/run_share.json``; only that when no NAME is given). Without vLLM (no ``.venv-vllm``) the generation bench
+measures HF only and a last line names what was skipped."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import platform
 from pathlib import Path
 
 from verl_ext.apps.bench import attention, bots, cbs, coba, generation, progress, step_share
+from verl_ext.cpu import vllm_rollout
 
 BENCHMARKS = {"attention": (attention.run, attention.report),  # on a CPU only its tiny model (a run check)
               "bots": (bots.run, bots.report), "cbs": (cbs.run, cbs.report), "coba": (coba.run, coba.report),
@@ -45,6 +47,9 @@ def main(argv: list[str] | None = None) -> int:
         step = {"seconds": step_share.REFERENCE_STEP_S, "source": step_share.REFERENCE_STEP_SOURCE}
         (out / f"{name}.json").write_text(json.dumps({"machine": machine, "reference_step": step, "rows": rows},
                                                      indent=2))
+    if "generation" in names and "vllm" not in generation.backends_here():
+        print(f"skipped: generation's vllm backend (no vLLM here and no {vllm_rollout.VENV_NAME}; "
+              "`make vllm-env` builds it, then `make bench` runs it)", flush=True)
     return 0
 
 

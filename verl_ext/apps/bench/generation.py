@@ -49,8 +49,15 @@ def _python(backend: str) -> str:
     return vllm_rollout.python_with_vllm(project_root()) if backend == "vllm" else sys.executable
 
 
-def run(prompts: int = 4, n: int = 4, max_new_tokens: int = 64, backends=BACKENDS, timeout: int = 900) -> list[dict]:
-    """One row per job size: each backend measured in its own process, then the ratios."""
+def backends_here() -> tuple[str, ...]:
+    """The backends this machine runs: vLLM only where this interpreter or the project's ``.venv-vllm`` has it."""
+    return BACKENDS if vllm_rollout.vllm_python(project_root()) else ("hf",)
+
+
+def run(prompts: int = 4, n: int = 4, max_new_tokens: int = 64, backends=None, timeout: int = 900) -> list[dict]:
+    """One row per job size: each backend (default: :func:`backends_here`) measured in its own process, then the
+    ratios."""
+    backends = backends_here() if backends is None else backends
     results = {}
     for backend in backends:
         cmd = [_python(backend), "-m", "verl_ext.apps.bench.generation", "--measure", backend,
