@@ -103,15 +103,15 @@ def use_run_prefix() -> None:
 
 @contextlib.contextmanager
 def shm_cleanup(enabled: bool = True) -> Iterator[dict[str, str]]:
-    """Remove the shared-memory segments a vLLM run leaves behind (~400 MB per run on the embedded model), and only
+    """Remove the shared-memory segments a vLLM run leaves behind (~400 MiB per run on the embedded model), and only
     the run's own: the block runs with a fresh ``$VERL_EXT_SHM_PREFIX``, which the run's processes inherit and name
     their segments with (:func:`use_run_prefix`); those are removed after Ray (and with it the vLLM processes) has
     shut down, also when the block fails. Yields the variable, for a run started with an environment of its own.
 
     [decision] A name prefix rather than the creators' pids. In a real run (``tests/trainer/
     test_bots_coba_vllm_trainer_on_cpu.py``, traced) the segments left are vLLM's two shm message queues
-    (``shm_broadcast.MessageQueue``: the executor's request queue, 160 MB, in the engine core; a worker's response
-    queue, 240 MB), unnamed, so ``multiprocessing.shared_memory`` names them ``/psm_<hex>``; both processes are
+    (``shm_broadcast.MessageQueue``: the executor's request queue, 160 MiB, in the engine core; a worker's response
+    queue, 240 MiB), unnamed, so ``multiprocessing.shared_memory`` names them ``/psm_<hex>``; both processes are
     spawned (vLLM forces spawn in a Ray actor) from verl's vLLM server actor and killed at Ray's shutdown. verl's
     weight buckets (``verl_weights_<uuid>``) are unlinked by verl. A segment keeps no creator pid, so tracking pids
     would mean polling ``/proc`` for whoever maps what while the run runs, racing short-lived processes; a name set
