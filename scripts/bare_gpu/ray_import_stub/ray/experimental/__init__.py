@@ -1,0 +1,1 @@
+"""``ray.experimental`` (:mod:`ray` stub)."""
