@@ -3,19 +3,26 @@
 # verl / Ray / Hydra, no network, nothing installed. Under 10 minutes on one H100/H200 (BUDGET_S, default 540 s):
 #   1. the actor update on CUDA in bf16 for every attention backend (python -m verl_ext.apps.check_gpu --no-vllm):
 #      log-probs and gradients against eager attention on the padded batch;
-#   2. the attention bench (python -m verl_ext.apps.bench.attention): forward + backward of a Qwen2.5-1.5B-shaped
+#   2. verl 0.9.1's own actor (python -m verl_ext.apps.verl_actor: ActorRolloutRefWorker, role actor, without Ray)
+#      built from a recipe's config (VERL_RECIPE, default bots/qwen2.5-1.5b-instruct_math) with its token budget,
+#      a few trainer steps per backend (VERL_BACKENDS, default the recipes' flex_attention and sdpa), each backend
+#      under its own time guard; verl and its imports from the wheelhouse (WHEELHOUSE, default .gpu-wheelhouse:
+#      `make gpu-wheelhouse` on a machine with the network, carried beside the checkout) installed into $OUT/site,
+#      Ray from the import stub scripts/bare_gpu/ray_import_stub (only where no Ray is installed);
+#   3. the attention bench (python -m verl_ext.apps.bench.attention): forward + backward of a Qwen2.5-1.5B-shaped
 #      model, random weights, on packed micro-batches of 8k / 16k / 32k tokens, per backend;
-#   3. the actor's step pattern (python -m verl_ext.apps.bench.attention --steps): eval forward, then train forward +
+#   4. the actor's step pattern (python -m verl_ext.apps.bench.attention --steps): eval forward, then train forward +
 #      backward, new micro-batch sizes each step, for the recipes' backend and sdpa: what compilation costs in the
 #      first step and whether later steps compile again;
-#   4. one Markdown table of all: $OUT/results.md (and $OUT/results.json; logs and raw JSON beside them).
+#   5. one Markdown table of all: $OUT/results.md (and $OUT/results.json; logs and raw JSON beside them).
 # Each step has its own time limit and writes what it has, so a step that fails or hangs leaves the others' rows.
 #
 #   scripts/gpu_first_hour.sh                      # on the GPU machine, from anywhere
-#   MODEL_PATH=/models/Qwen2.5-1.5B scripts/gpu_first_hour.sh   # its weights in step 1, its shape in step 2
+#   MODEL_PATH=/models/Qwen2.5-1.5B scripts/gpu_first_hour.sh   # its weights in steps 1-2, its shape in step 3
 #   DEVICE=cpu SIZE=tiny scripts/gpu_first_hour.sh # the dry run on a CPU (tiny model; not a measurement)
-# Environment: OUT (default: the repository's outputs/gpu_first_hour), BUDGET_S, PYTHON (default python3),
-# HF_HUB_OFFLINE (default 1: hub kernels are skipped; set 0 where the hub is reachable).
+# Environment: OUT (default: the repository's outputs/gpu_first_hour), BUDGET_S, VERL_S (step 2's share, default
+# 270 s on a GPU), PYTHON (default python3), HF_HUB_OFFLINE (default 1: hub kernels are skipped; set 0 where the
+# hub is reachable).
 set -uo pipefail
 
 [[ -n ${MODEL_PATH:-} ]] && { MODEL_PATH=$(cd "$MODEL_PATH" && pwd) || exit 1; }  # paths given: from here
@@ -24,7 +31,11 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PYTHON=${PYTHON:-python3}
 DEVICE=${DEVICE:-cuda}
 if [[ $DEVICE == cpu ]]; then SIZE=${SIZE:-tiny}; CPU_FLAG=(--cpu); REPEATS=1; STEPS=2; STEP_TOKENS=256; STEPS_S=60
-else SIZE=${SIZE:-1.5b}; CPU_FLAG=(); REPEATS=3; STEPS=6; STEP_TOKENS=8192; STEPS_S=150; fi
+  VERL_S=${VERL_S:-150}; VERL_BACKENDS=${VERL_BACKENDS:-sdpa sdpa_padded flex_attention}
+else SIZE=${SIZE:-1.5b}; CPU_FLAG=(); REPEATS=3; STEPS=6; STEP_TOKENS=8192; STEPS_S=150
+  VERL_S=${VERL_S:-270}; VERL_BACKENDS=${VERL_BACKENDS:-flex_attention sdpa}; fi
+VERL_RECIPE=${VERL_RECIPE:-bots/qwen2.5-1.5b-instruct_math}
+WHEELHOUSE=${WHEELHOUSE:-.gpu-wheelhouse}
 OUT=${OUT:-outputs/gpu_first_hour}
 BUDGET_S=${BUDGET_S:-540}
 MODEL_ARGS=()
@@ -32,7 +43,7 @@ MODEL_ARGS=()
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # the repository, not installed
 export HF_HUB_OFFLINE=${HF_HUB_OFFLINE:-1} TOKENIZERS_PARALLELISM=false
 mkdir -p "$OUT"
-rm -f "$OUT"/{update,bench,steps,results}.json "$OUT/results.md"
+rm -f "$OUT"/{update,verl_actor,bench,steps,results}.json "$OUT/results.md"
 
 start=$SECONDS
 left() { local l=$(( BUDGET_S - (SECONDS - start) )); echo $(( l > 1 ? l : 1 )); }  # timeout 0: none
@@ -51,7 +62,33 @@ limited "$limit" "$PYTHON" -m verl_ext.apps.check_gpu --no-vllm ${CPU_FLAG[@]+"$
 update_rc=${PIPESTATUS[0]}
 [[ $update_rc == 124 || $update_rc == 137 ]] && echo "gpu_first_hour: update check stopped at ${limit} s" >&2
 
-# 2. attention bench: starts no measurement in its last 60 s, stopped STEPS_S + 15 s before the end of the budget
+# 2. verl's actor: verl from the wheelhouse where it is not installed, Ray's import stub where Ray is not
+verl_rc=skipped
+verl_path=$PYTHONPATH
+if ! "$PYTHON" -c 'import verl' 2>/dev/null; then
+  if [[ -f $WHEELHOUSE/requirements.txt ]]; then
+    rm -rf "$OUT/site"
+    "$PYTHON" -m pip install --quiet --no-index --no-deps --no-compile --find-links "$WHEELHOUSE" --target "$OUT/site" \
+      -r "$WHEELHOUSE/requirements.txt" && verl_path="$OUT/site:$verl_path" \
+      || { echo "gpu_first_hour: installing $WHEELHOUSE failed; verl's actor step skipped" >&2; verl_rc=wheelhouse; }
+  else
+    echo "gpu_first_hour: no verl and no wheelhouse ($WHEELHOUSE): run 'make gpu-wheelhouse' where PyPI is" \
+      "reachable and carry the folder; verl's actor step skipped" >&2
+    verl_rc=wheelhouse
+  fi
+fi
+PYTHONPATH=$verl_path "$PYTHON" -c 'import ray' 2>/dev/null || verl_path="$PWD/scripts/bare_gpu/ray_import_stub:$verl_path"
+if [[ $verl_rc == skipped ]]; then
+  limit=$(( $(left) > STEPS_S + 31 ? ($(left) - STEPS_S - 30 < VERL_S ? $(left) - STEPS_S - 30 : VERL_S) : 1 ))
+  PYTHONPATH=$verl_path limited "$limit" "$PYTHON" -m verl_ext.apps.verl_actor ${CPU_FLAG[@]+"${CPU_FLAG[@]}"} \
+    --recipe "$VERL_RECIPE" --backends $VERL_BACKENDS ${MODEL_ARGS[@]+"${MODEL_ARGS[@]}"} --budget-s $(( limit - 20 )) \
+    --guard-s $(( (limit - 20) / $(wc -w <<<"$VERL_BACKENDS") )) --workdir "$OUT/verl_actor" \
+    --json "$OUT/verl_actor.json" 2>&1 | tee "$OUT/verl_actor.log"
+  verl_rc=${PIPESTATUS[0]}
+  [[ $verl_rc == 124 || $verl_rc == 137 ]] && echo "gpu_first_hour: verl's actor stopped at its ${limit} s limit" >&2
+fi
+
+# 3. attention bench: starts no measurement in its last 60 s, stopped STEPS_S + 15 s before the end of the budget
 limit=$(( $(left) > STEPS_S + 16 ? $(left) - STEPS_S - 15 : 1 ))
 limited "$limit" "$PYTHON" -m verl_ext.apps.bench.attention --device "$DEVICE" --size "$SIZE" --repeats "$REPEATS" \
   ${MODEL_ARGS[@]+"${MODEL_ARGS[@]}"} --budget-s $(( limit - 60 > 0 ? limit - 60 : 0 )) --json "$OUT/bench.json" \
@@ -59,7 +96,7 @@ limited "$limit" "$PYTHON" -m verl_ext.apps.bench.attention --device "$DEVICE" -
 bench_rc=${PIPESTATUS[0]}
 [[ $bench_rc == 124 || $bench_rc == 137 ]] && echo "gpu_first_hour: bench stopped at its ${limit} s limit" >&2
 
-# 3. the actor's step pattern: flex attention's first step compiles (about a minute on one H200), later ones should not
+# 4. the actor's step pattern: flex attention's first step compiles (about a minute on one H200), later ones should not
 limit=$(( $(left) > 16 ? $(left) - 15 : 1 ))
 limited "$limit" "$PYTHON" -m verl_ext.apps.bench.attention --device "$DEVICE" --size "$SIZE" --steps "$STEPS" \
   --tokens "$STEP_TOKENS" --backends flex_attention sdpa ${MODEL_ARGS[@]+"${MODEL_ARGS[@]}"} --json "$OUT/steps.json" \
@@ -67,8 +104,8 @@ limited "$limit" "$PYTHON" -m verl_ext.apps.bench.attention --device "$DEVICE" -
 steps_rc=${PIPESTATUS[0]}
 [[ $steps_rc == 124 || $steps_rc == 137 ]] && echo "gpu_first_hour: actor steps stopped at their ${limit} s limit" >&2
 
-# 4. one table
+# 5. one table
 "$PYTHON" -m verl_ext.apps.bench.attention --summary "$OUT" || exit 1
-echo "gpu_first_hour: $(( SECONDS - start )) s; update check exit $update_rc, bench exit $bench_rc," \
-  "actor steps exit $steps_rc; table: $OUT/results.md"
-[[ $update_rc == 0 && $bench_rc == 0 && $steps_rc == 0 ]]
+echo "gpu_first_hour: $(( SECONDS - start )) s; update check exit $update_rc, verl actor exit $verl_rc, bench exit" \
+  "$bench_rc, actor steps exit $steps_rc; table: $OUT/results.md"
+[[ $update_rc == 0 && $verl_rc == 0 && $bench_rc == 0 && $steps_rc == 0 ]]
