@@ -1,5 +1,4 @@
-"""``ray.actor`` names verl imports (:mod:`ray` stub)."""
-from ray import stub_class
+"""``ray.actor`` of the Ray import stub: every name a stub (:mod:`ray`)."""
+from ray import stub_names
 
-ActorHandle = stub_class("ActorHandle")
-ActorClass = stub_class("ActorClass")
+__getattr__ = stub_names(__name__)

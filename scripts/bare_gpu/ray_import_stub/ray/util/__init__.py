@@ -1,4 +1,4 @@
-"""``ray.util`` names verl imports (:mod:`ray` stub)."""
-from ray import unavailable
+"""``ray.util`` of the Ray import stub: every name a stub (:mod:`ray`)."""
+from ray import stub_names
 
-list_named_actors = unavailable("util.list_named_actors")
+__getattr__ = stub_names(__name__)

@@ -1,6 +1,4 @@
-"""``ray.util.placement_group`` names verl imports (:mod:`ray` stub)."""
-from ray import stub_class, unavailable
+"""``ray.util.placement_group`` of the Ray import stub: every name a stub (:mod:`ray`)."""
+from ray import stub_names
 
-PlacementGroup = stub_class("PlacementGroup")
-placement_group = unavailable("util.placement_group.placement_group")
-remove_placement_group = unavailable("util.placement_group.remove_placement_group")
+__getattr__ = stub_names(__name__)

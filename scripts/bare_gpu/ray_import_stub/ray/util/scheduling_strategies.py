@@ -1,5 +1,4 @@
-"""``ray.util.scheduling_strategies`` names verl imports (:mod:`ray` stub)."""
-from ray import stub_class
+"""``ray.util.scheduling_strategies`` of the Ray import stub: every name a stub (:mod:`ray`)."""
+from ray import stub_names
 
-NodeAffinitySchedulingStrategy = stub_class("NodeAffinitySchedulingStrategy")
-PlacementGroupSchedulingStrategy = stub_class("PlacementGroupSchedulingStrategy")
+__getattr__ = stub_names(__name__)

@@ -1,1 +1,4 @@
-"""``ray.experimental.state`` (:mod:`ray` stub)."""
+"""``ray.experimental.state`` of the Ray import stub: every name a stub (:mod:`ray`)."""
+from ray import stub_names
+
+__getattr__ = stub_names(__name__)

@@ -1,4 +1,4 @@
-"""``ray.experimental.state.api`` names verl imports (:mod:`ray` stub)."""
-from ray import unavailable
+"""``ray.experimental.state.api`` of the Ray import stub: every name a stub (:mod:`ray`)."""
+from ray import stub_names
 
-get_actor = unavailable("experimental.state.api.get_actor")
+__getattr__ = stub_names(__name__)
