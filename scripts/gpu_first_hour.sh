@@ -5,8 +5,8 @@
 #      log-probs and gradients against eager attention on the padded batch;
 #   2. verl 0.9.1's own actor (python -m verl_ext.apps.verl_actor: ActorRolloutRefWorker, role actor, without Ray)
 #      built from a recipe's config (VERL_RECIPE, default bots/qwen2.5-1.5b-instruct_math) with its token budget,
-#      a few trainer steps per backend (VERL_BACKENDS, default the recipes' flex_attention and sdpa), each backend
-#      under its own time guard; verl and its imports from the wheelhouse (WHEELHOUSE, default .gpu-wheelhouse:
+#      a few trainer steps per backend (VERL_BACKENDS, default the recipes' sdpa, then flex_attention, which gets
+#      what sdpa left of the step's time: its first step compiles), each backend under its own time guard; verl and its imports from the wheelhouse (WHEELHOUSE, default .gpu-wheelhouse:
 #      `make gpu-wheelhouse` on a machine with the network, carried beside the checkout) installed into $OUT/site,
 #      Ray from the import stub scripts/bare_gpu/ray_import_stub (only where no Ray is installed);
 #   3. the attention bench (python -m verl_ext.apps.bench.attention): forward + backward of a Qwen2.5-1.5B-shaped
@@ -33,7 +33,7 @@ DEVICE=${DEVICE:-cuda}
 if [[ $DEVICE == cpu ]]; then SIZE=${SIZE:-tiny}; CPU_FLAG=(--cpu); REPEATS=1; STEPS=2; STEP_TOKENS=256; STEPS_S=60
   VERL_S=${VERL_S:-150}; VERL_BACKENDS=${VERL_BACKENDS:-sdpa sdpa_padded flex_attention}
 else SIZE=${SIZE:-1.5b}; CPU_FLAG=(); REPEATS=3; STEPS=6; STEP_TOKENS=8192; STEPS_S=150
-  VERL_S=${VERL_S:-270}; VERL_BACKENDS=${VERL_BACKENDS:-flex_attention sdpa}; fi
+  VERL_S=${VERL_S:-270}; VERL_BACKENDS=${VERL_BACKENDS:-sdpa flex_attention}; fi
 VERL_RECIPE=${VERL_RECIPE:-bots/qwen2.5-1.5b-instruct_math}
 WHEELHOUSE=${WHEELHOUSE:-.gpu-wheelhouse}
 OUT=${OUT:-outputs/gpu_first_hour}
@@ -82,7 +82,7 @@ if [[ $verl_rc == skipped ]]; then
   limit=$(( $(left) > STEPS_S + 31 ? ($(left) - STEPS_S - 30 < VERL_S ? $(left) - STEPS_S - 30 : VERL_S) : 1 ))
   PYTHONPATH=$verl_path limited "$limit" "$PYTHON" -m verl_ext.apps.verl_actor ${CPU_FLAG[@]+"${CPU_FLAG[@]}"} \
     --recipe "$VERL_RECIPE" --backends $VERL_BACKENDS ${MODEL_ARGS[@]+"${MODEL_ARGS[@]}"} --budget-s $(( limit - 20 )) \
-    --guard-s $(( (limit - 20) / $(wc -w <<<"$VERL_BACKENDS") )) --workdir "$OUT/verl_actor" \
+    --guard-s $(( limit - 20 )) --workdir "$OUT/verl_actor" \
     --json "$OUT/verl_actor.json" 2>&1 | tee "$OUT/verl_actor.log"
   verl_rc=${PIPESTATUS[0]}
   [[ $verl_rc == 124 || $verl_rc == 137 ]] && echo "gpu_first_hour: verl's actor stopped at its ${limit} s limit" >&2
