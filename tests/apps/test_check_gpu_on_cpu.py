@@ -251,7 +251,8 @@ def test_first_hour_script_dry_run_on_a_bare_machine(first_hour):
     steps = {r["backend"]: r for r in results["steps"]["steps"]}  # the actor's step pattern, flex skipped on CPU
     assert len(steps["sdpa"]["step_s"]) == 2 and all(t > 0 for t in steps["sdpa"]["step_s"])
     assert steps["sdpa"]["graphs"] == [0, 0] and "no backward" in steps["flex_attention"]["status"]
-    assert any(re.match(r"\| sdpa \| 256 \| 2 \| \d+\.\d \|", line) for line in steps_table)
+    assert any(re.match(r"\| sdpa \| 256 \| 2 \| \d+\.\d \| 0\.0 \| \d+\.\d\d \| 0 \| 0\.000 \| 0 \| ok \|", line)
+               for line in steps_table)
 
 
 def test_first_hour_runs_verls_own_actor_from_the_wheelhouse_without_ray(first_hour):

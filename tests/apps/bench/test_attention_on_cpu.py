@@ -56,3 +56,27 @@ def test_bench_rows_and_tables_on_the_tiny_model(tmp_path, monkeypatch):
 def test_bench_starts_nothing_once_its_time_budget_is_spent():
     rows = bench.run_bench("tiny", "cpu", (128, 256), ["sdpa", "flash_attention_2"], budget_s=0)
     assert [r["status"] for r in rows] == ["skipped: time budget spent"] * 2 + ["skipped: CUDA kernel"] * 2
+
+
+def test_forward_only_steps_record_flex_attentions_compilations_on_cpu(capfd):
+    """``--steps --forward-only`` runs flex attention's compiled forward on the CPU in the actor's step pattern: the
+    first step compiles transformers' block mask and the kernel (a first size, then dynamic sizes, then with
+    gradients enabled), the second compiles nothing; every step builds block masks; a call past ``stall_s`` prints
+    the stack. sdpa compiles nothing and builds no block mask."""
+    results = bench.run_steps("tiny", "cpu", 256, 2, ["flex_attention", "sdpa"], forward_only=True, stall_s=0.2)
+    flex, sdpa = results
+    assert flex["status"] == "ok" and flex["forward_only"] and flex["recompile_limit_hits"] == 0, flex
+    assert flex["graphs"][0] >= 6 and flex["graphs"][1] == 0 and flex["compile_s"][1] == 0 < flex["compile_s"][0]
+    frames = [c["frame"] for c in flex["compiled"][0]]
+    assert frames.count("create_block_mask") >= 3 and frames.count("flex_attention") >= 3, frames
+    assert sum("grad_mode" in (c["reason"] or "") for c in flex["compiled"][0]) == 2  # eval -> train, both frames
+    assert all(s > 0 for s in flex["mask_s"]) and flex["peak_gib"] == [None, None]
+    assert sdpa["graphs"] == [0, 0] and sdpa["mask_s"] == [0, 0] and sdpa["status"] == "ok"
+    err = capfd.readouterr().err
+    assert "flex_attention step 0 eval 0: " in err  # its line, and the stack while it compiled:
+    assert "flex_attention step 0 eval 0: still running after 0 s, at\n" in err and "in create_block_mask" in err
+    assert "sdpa step 1 eval 0" not in err  # later calls print only when they compile
+    table = bench.steps_report(results)
+    assert "| flex_attention (forward only) | 256 | 2 | " in table and "| sdpa (forward only) | 256 | 2 | " in table
+    skipped = bench.run_steps("tiny", "cpu", 256, 1, ["flex_attention"])  # with the backward: no CPU kernel
+    assert skipped[0]["status"] == "skipped: torch has no backward for it on CPU"

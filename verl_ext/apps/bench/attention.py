@@ -16,7 +16,9 @@ speed relative to ``sdpa`` packed (transformers' default attention).
 
 ``--steps N``: instead, the actor's step pattern (:func:`actor_steps`): N steps of eval forwards then train
 forward + backward on micro-batches of new sizes, per backend: what compilation costs in the first step and whether
-later steps compile again (``scripts/gpu_first_hour.sh`` runs it for the recipes' ``flex_attention`` and ``sdpa``).
+later steps compile again, the block masks' time, a line per call of the first step (``scripts/gpu_first_hour.sh``
+runs it for the recipes' ``flex_attention`` and ``sdpa``). ``--forward-only`` leaves out the backward: the same
+compilations of flex attention's forward on a CPU, where its compiled kernel has no backward.
 """
 
 from __future__ import annotations
@@ -31,7 +33,9 @@ import platform
 import statistics
 import subprocess
 import sys
+import threading
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -49,6 +53,7 @@ SHAPES = {  # Qwen/Qwen2.5-1.5B's config.json [decision: the recipes' smallest p
 TOKENS = {"1.5b": (8192, 16384, 32768), "tiny": (256, 512)}
 LENGTHS = {"1.5b": ((64, 512), (256, 8192)), "tiny": ((4, 32), (8, 256))}  # (prompt range, response range)
 HEAD_CHUNK = 4096
+STALL_S = 120.0  # --steps: a call running this long prints its stack [decision] (flex's first step at 8k on an H200: 67 s)
 REFERENCE = "sdpa"
 
 
@@ -171,8 +176,8 @@ def _short(error: BaseException) -> str:
     return f"{type(error).__name__}: {str(error).strip().splitlines()[0][:160] if str(error).strip() else ''}"
 
 
-def _skip_reason(backend: AttentionBackend, device: str) -> str | None:
-    if device == "cpu" and not backend.cpu_backward:
+def _skip_reason(backend: AttentionBackend, device: str, backward: bool = True) -> str | None:
+    if device == "cpu" and backward and not backend.cpu_backward:
         return "skipped: torch has no backward for it on CPU"
     if device == "cpu" and backend.requires is not None:
         return "skipped: CUDA kernel"
@@ -266,68 +271,167 @@ def _compiled_graphs() -> int:
     return int(counters["stats"]["unique_graphs"])
 
 
+@contextlib.contextmanager
+def timed_block_masks(device: str) -> Iterator[list[float]]:
+    """Within this context, the seconds of every flex-attention block mask transformers builds (its compiled
+    ``create_block_mask``, ``transformers/masking_utils.py`` ``flex_attention_mask``), in a list that grows."""
+    from transformers import masking_utils
+
+    create = masking_utils.create_block_mask
+    seconds: list[float] = []
+
+    def timed(*args, **kwargs):
+        _sync(device)
+        start = time.perf_counter()
+        mask = create(*args, **kwargs)
+        _sync(device)
+        seconds.append(time.perf_counter() - start)
+        return mask
+
+    masking_utils.create_block_mask = timed
+    try:
+        yield seconds
+    finally:
+        masking_utils.create_block_mask = create
+
+
+@contextlib.contextmanager
+def stack_on_stall(seconds: float | None, label: str) -> Iterator[None]:
+    """Within this context, every ``seconds`` (None: never) a watchdog thread prints ``label`` and the Python stack
+    of the thread that entered it (with the GIL held: safe, unlike faulthandler's dump of running threads)."""
+    if seconds is None:
+        yield
+        return
+    done, caller = threading.Event(), threading.get_ident()
+
+    def watch() -> None:
+        waited = 0.0
+        while not done.wait(seconds):
+            waited += seconds
+            frame = sys._current_frames().get(caller)
+            print(f"{label}: still running after {waited:.0f} s, at\n" + "".join(traceback.format_stack(frame)),
+                  file=sys.stderr, flush=True)
+
+    watchdog = threading.Thread(target=watch, daemon=True)
+    watchdog.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watchdog.join()
+
+
+def compilations() -> list[dict]:
+    """torch.compile's record of each compilation since the last :func:`torch._dynamo.utils.clear_compilation_metrics`
+    (at most 64): the frame (None: a backward graph, compiled at its first backward), seconds, why it recompiled."""
+    from torch._dynamo.utils import get_compilation_metrics
+
+    return [{"frame": m.co_name,
+             "s": (m.entire_frame_compile_time_s if m.is_forward else m.inductor_compile_time_s) or 0.0,
+             "reason": next(iter((m.recompile_reason or "").strip().splitlines()), "")[:200] or None,
+             "failed": m.fail_type}
+            for m in get_compilation_metrics()]
+
+
 def actor_steps(backend: AttentionBackend, config, device: str, size: str, tokens: int, steps: int,
-                micro_batches: int = 2) -> dict:
+                micro_batches: int = 2, forward_only: bool = False, stall_s: float | None = STALL_S) -> dict:
     """``steps`` RL steps as verl's FSDP actor runs them: the model in eval mode for the old / reference log-probs
     (forward only, ``micro_batches`` micro-batches), then in train mode for the update (forward + backward), every
     micro-batch of a new size in ``[3T/4, T]`` tokens (``use_dynamic_bsz``). transformers compiles flex attention
     anew whenever the model's training flag changes (``transformers/integrations/flex_attention.py``
     ``WrappedFlexAttention``); this shows what that costs per step and whether torch's recompile limit is hit,
-    which the fixed-shape bench above cannot. Returns per-step seconds, compiled graphs and limit hits."""
+    which the fixed-shape bench above cannot. ``forward_only``: the update's micro-batches run their forward only,
+    with gradients enabled but the weights frozen and no gradient checkpointing (flex attention's compiled kernel
+    refuses inputs that need a gradient on CPU): the same frames and guards, without the backward graphs.
+
+    Returns per step: seconds, graphs compiled, seconds compiling, seconds building block masks (flex only), the
+    compilations (:func:`compilations`), peak GPU memory; and the recompile-limit hits. Every call of the first step,
+    and any later call that compiled, prints a line, and a call still running after ``stall_s`` seconds prints its
+    Python stack (:func:`stack_on_stall`): a step that never ends shows where it is."""
+    from torch._dynamo.utils import clear_compilation_metrics
+
     log = _RecompileLimitLog()
     logging.getLogger("torch._dynamo").addHandler(log)
     model = random_model(config, backend.attn_implementation, device,
                          torch.bfloat16 if device == "cuda" else torch.float32)
-    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if forward_only:  # gradient checkpointing would make the embeddings' output need a gradient
+        model.requires_grad_(False)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     gen = torch.Generator().manual_seed(tokens)
-    seconds, graphs = [], []
+    record: dict[str, list] = {k: [] for k in ("step_s", "graphs", "compile_s", "mask_s", "compiled", "peak_gib")}
     try:
-        for step in range(steps):
-            def batch(i: int) -> list[torch.Tensor]:
-                t = int(torch.randint(3 * tokens // 4, tokens + 1, (), generator=gen))
-                lengths = micro_batch_lengths(t, size, seed=1000 * step + i)
-                return [torch.randint(0, config.vocab_size, (n,), generator=gen).to(device) for n in lengths]
+        with timed_block_masks(device) as masks:
+            for step in range(steps):
+                def batch(i: int) -> list[torch.Tensor]:
+                    t = int(torch.randint(3 * tokens // 4, tokens + 1, (), generator=gen))
+                    lengths = micro_batch_lengths(t, size, seed=1000 * step + i)
+                    return [torch.randint(0, config.vocab_size, (n,), generator=gen).to(device) for n in lengths]
 
-            before = _compiled_graphs()
-            _sync(device)
-            start = time.perf_counter()
-            model.eval()
-            with torch.no_grad():
+                def call(label: str, run: Callable[[], object]) -> None:
+                    compiled_before, masks_before = len(compilations()), len(masks)
+                    start = time.perf_counter()
+                    with stack_on_stall(stall_s, f"{backend.name} step {step} {label}"):
+                        result = run()
+                        _sync(device)
+                    if isinstance(result, float) and not math.isfinite(result):
+                        raise RuntimeError(f"step {step} {label}: loss {result}")
+                    new = compilations()[compiled_before:]
+                    if step == 0 or new:
+                        print(f"  {backend.name} step {step} {label}: {time.perf_counter() - start:.2f} s, "
+                              f"{sum(c['s'] for c in new):.1f} s compiling {len(new)} graphs, block masks "
+                              f"{sum(masks[masks_before:]):.2f} s", file=sys.stderr, flush=True)
+
+                clear_compilation_metrics()
+                before, masks_before = _compiled_graphs(), len(masks)
+                if device == "cuda":
+                    torch.cuda.reset_peak_memory_stats()
+                _sync(device)
+                start = time.perf_counter()
+                model.eval()
+                with torch.no_grad():
+                    for i in range(micro_batches):
+                        seqs = batch(i)
+                        call(f"eval {i}", lambda: model.model(**model_inputs(seqs, backend.packed)))
+                model.train()
                 for i in range(micro_batches):
-                    seqs = batch(i)
-                    model.model(**model_inputs(seqs, backend.packed))
-            model.train()
-            for i in range(micro_batches):
-                loss = training_step(model, batch(micro_batches + i), backend)()
-                if not math.isfinite(loss):
-                    raise RuntimeError(f"step {step}: loss {loss}")
-            _sync(device)
-            seconds.append(time.perf_counter() - start)
-            graphs.append(_compiled_graphs() - before)
-            print(f"{backend.name} step {step}: {seconds[-1]:.2f} s, {graphs[-1]} graphs compiled, "
-                  f"{log.hits} recompile-limit hits", file=sys.stderr, flush=True)
+                    seqs = batch(micro_batches + i)
+                    call(f"train {i}", (lambda: model.model(**model_inputs(seqs, backend.packed))) if forward_only
+                         else training_step(model, seqs, backend))
+                _sync(device)
+                record["step_s"].append(time.perf_counter() - start)
+                record["graphs"].append(_compiled_graphs() - before)
+                record["compiled"].append(compilations())
+                record["compile_s"].append(sum(c["s"] for c in record["compiled"][-1]))
+                record["mask_s"].append(sum(masks[masks_before:]))
+                record["peak_gib"].append(torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else None)
+                print(f"{backend.name} step {step}: {record['step_s'][-1]:.2f} s, {record['graphs'][-1]} graphs "
+                      f"compiled in {record['compile_s'][-1]:.1f} s, block masks {record['mask_s'][-1]:.2f} s, "
+                      f"{log.hits} recompile-limit hits", file=sys.stderr, flush=True)
     finally:
         logging.getLogger("torch._dynamo").removeHandler(log)
         del model
         gc.collect()
         if device == "cuda":
             torch.cuda.empty_cache()
-    return {"backend": backend.name, "tokens": tokens, "steps": steps, "step_s": seconds, "graphs": graphs,
+    return {"backend": backend.name, "tokens": tokens, "steps": steps, "forward_only": forward_only, **record,
             "recompile_limit_hits": log.hits}
 
 
 def run_steps(size: str, device: str, tokens: int, steps: int, backends: list[str] | None = None,
-              model_path: str | None = None, json_path: str | Path | None = None) -> list[dict]:
+              model_path: str | None = None, json_path: str | Path | None = None,
+              forward_only: bool = False, stall_s: float | None = STALL_S) -> list[dict]:
     """:func:`actor_steps` per backend (those that cannot run here get their reason; one that fails, its error),
     written to ``json_path`` as they come."""
     config = model_config(size, model_path=model_path)
     env = environment(device)
     results: list[dict] = []
     for name in backends or list(BACKENDS):
-        reason = _skip_reason(BACKENDS[name], device)
+        reason = _skip_reason(BACKENDS[name], device, backward=not forward_only)
         try:
             result = ({"backend": name, "tokens": tokens, "status": reason} if reason else
-                      actor_steps(BACKENDS[name], config, device, size, tokens, steps) | {"status": "ok"})
+                      actor_steps(BACKENDS[name], config, device, size, tokens, steps, forward_only=forward_only,
+                                  stall_s=stall_s) | {"status": "ok"})
         except Exception as e:  # one backend's failure must not lose the others' rows
             result = {"backend": name, "tokens": tokens, "status": f"failed: {_short(e)}"}
             gc.collect()
@@ -341,15 +445,20 @@ def run_steps(size: str, device: str, tokens: int, steps: int, backends: list[st
 
 def steps_report(results: list[dict]) -> str:
     """A Markdown table of :func:`run_steps`: the first step (compilation included) and the later ones."""
-    lines = ["actor steps: eval forward then train forward + backward, new micro-batch sizes every step",
-             "| backend | tokens | steps | first step s | later steps s (median) | graphs compiled after the first "
-             "| recompile-limit hits | status |", "|---|---:|---:|---:|---:|---:|---:|---|"]
+    lines = ["actor steps: eval forward then train forward + backward (forward only where marked), new micro-batch "
+             "sizes every step",
+             "| backend | tokens | steps | first step s | compiling s | later steps s (median) | graphs compiled after "
+             "the first | block masks s per later step (median) | recompile-limit hits | status |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in results:
-        times, graphs = r.get("step_s", []), r.get("graphs", [])
+        times, graphs, masks = r.get("step_s", []), r.get("graphs", []), r.get("mask_s", [])
         later = _num(statistics.median(times[1:]), ".2f") if len(times) > 1 else "-"
-        lines.append(f"| {r['backend']} | {r['tokens']} | {len(times) or '-'} | "
-                     f"{_num(times[0] if times else None, '.1f')} | {later} | "
-                     f"{sum(graphs[1:]) if times else '-'} | {r.get('recompile_limit_hits', '-')} | "
+        later_masks = _num(statistics.median(masks[1:]), ".3f") if len(masks) > 1 else "-"
+        name = r["backend"] + (" (forward only)" if r.get("forward_only") else "")
+        lines.append(f"| {name} | {r['tokens']} | {len(times) or '-'} | "
+                     f"{_num(times[0] if times else None, '.1f')} | "
+                     f"{_num(r['compile_s'][0] if times else None, '.1f')} | {later} | "
+                     f"{sum(graphs[1:]) if times else '-'} | {later_masks} | {r.get('recompile_limit_hits', '-')} | "
                      f"{r['status'].replace('|', '/')} |")
     return "\n".join(lines)
 
@@ -466,6 +575,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=0, help="instead of the bench: this many RL steps per backend "
                         "(eval forward, then train forward + backward, new micro-batch sizes each time) at the "
                         "first --tokens size; per-step seconds and compilations")
+    parser.add_argument("--forward-only", action="store_true", help="with --steps: the update's micro-batches run "
+                        "their forward only (weights frozen): runs flex_attention on a CPU, whose compiled kernel has "
+                        "no backward there")
+    parser.add_argument("--stall-s", type=float, default=STALL_S, help="with --steps: a call running this long "
+                        "prints its Python stack, again every as many seconds (default %(default)s)")
     parser.add_argument("--summary", metavar="DIR", help="run nothing: write DIR/results.md (one table) and "
                         "DIR/results.json from DIR/bench.json, DIR/update.json (verl_ext.apps.check_gpu --json) and "
                         "DIR/steps.json (--steps)")
@@ -475,7 +589,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.steps:
         results = run_steps(args.size, args.device, (args.tokens or TOKENS[args.size])[0], args.steps,
-                            args.backends, args.model, args.json)
+                            args.backends, args.model, args.json, args.forward_only, args.stall_s)
         print(steps_report(results))
         return 0 if any("step_s" in r for r in results) else 1
     rows = run_bench(args.size, args.device, args.tokens, args.backends, args.repeats, args.budget_s, args.model,
