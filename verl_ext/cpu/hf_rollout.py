@@ -15,9 +15,10 @@ and the sampling they share, each in its own module:
   batches requests, and :class:`HFReplica` (``RolloutReplica``), one server per actor rank.
 
 Limits: synchronous (colocated) training only, one actor rank per replica (rollout tp = dp = pp
-= 1; verl then builds one replica per rank and balances requests over them). The generate call runs
-inside the actor process through ``__ray_call__`` (the mechanism vLLM's replica uses to query its
-workers), so it cannot overlap with training; that is exactly what sync mode expects.
+= 1; verl then builds one replica per rank and balances requests over them, all requests of a prompt to one replica:
+:mod:`verl_ext.cpu.hf_router`). The generate call runs inside the actor process through ``__ray_call__`` (the
+mechanism vLLM's replica uses to query its workers), so it cannot overlap with training; that is exactly what sync
+mode expects.
 """
 
 from verl_ext.cpu.hf_sampling import Generation, SamplingParams, SeededSampler, generate_batch, request_seed

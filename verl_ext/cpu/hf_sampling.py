@@ -15,7 +15,9 @@ at one weight version samples with ``torch.Generator(seed)``, ``seed = sha256(ba
 version (global_steps), prompt ids, temperature, top_p, top_k, repetition_penalty, cap, k)``
 (:func:`request_seed`); the base seed is ``actor_rollout_ref.rollout.seed`` (verl's default 42;
 ``null`` falls back to the global RNG). The counts live in the actor process
-(:func:`verl_ext.cpu.hf_worker.generate_on_worker`) and restart when the weight version changes.
+(:func:`verl_ext.cpu.hf_worker.generate_on_worker`) and restart when the weight version changes; all
+requests of a prompt go to one rank (:mod:`verl_ext.cpu.hf_router`), so with several ranks too they are numbered
+0, 1, 2, ... as on one.
 Each row then draws its own Gumbel noise (:class:`SeededSampler`, greedy ``generate`` over the noisy
 filtered scores), so a request's response does not depend on which requests share its batch or on
 arrival order, two runs with the same seed sample the same responses, and the ``n`` samples of a
