@@ -5,13 +5,12 @@ The scenario is deterministic although sampling is not: the reward ignores the c
 indices 100..105) of three kinds: ``easy`` always scores 1, ``hard`` always 0 and ``coin`` alternates 1, 0, 1, ...
 per task (counted in the run directory), so a coin group of n >= 2 rollouts always has both rewards.
 :func:`scenario_run` is the run of ``test_axes_trainer_on_cpu`` (sequential selector, variance allocator,
-``drop_degenerate``), made once per session and shared with the modules that compare against it.
+``drop_degenerate``).
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -140,14 +139,9 @@ STEPS, SAVE_FREQ = 3, 2
 
 
 def scenario_run(tmp_path_factory) -> tuple[dict[str, str], Path]:
-    """The scenario's files and its run: 3 steps, full checkpoints at steps 2 and 3 (once per session)."""
-    root = tmp_path_factory.getbasetemp() / "scenario"
-    if not (root / "done").exists():
-        shutil.rmtree(root, ignore_errors=True)
-        root.mkdir()
-        data = write_scenario(root)
-        overrides = scenario_overrides(data, root / "run", STEPS) + [f"trainer.save_freq={SAVE_FREQ}"]
-        print(f"verl_ext.main, {STEPS} steps: {run('verl_ext.main', overrides, root / 'run.log'):.1f} s")
-        (root / "done").write_text("")
-    return {"train": str(root / "train.parquet"), "test": str(root / "test.parquet"),
-            "reward": str(root / "reward.py")}, root / "run"
+    """The scenario's files and its run: 3 steps, full checkpoints at steps 2 and 3."""
+    root = tmp_path_factory.mktemp("scenario")
+    data = write_scenario(root)
+    overrides = scenario_overrides(data, root / "run", STEPS) + [f"trainer.save_freq={SAVE_FREQ}"]
+    print(f"verl_ext.main, {STEPS} steps: {run('verl_ext.main', overrides, root / 'run.log'):.1f} s")
+    return data, root / "run"
