@@ -207,3 +207,54 @@ def flex_reference() -> Iterator[None]:
         yield
     finally:
         hf_flex.compile_friendly_flex_attention, masking_utils.create_block_mask = compiled
+
+
+# ------------------------------------------------------------------ (backend, micro-batch budget) pairs a GPU ran
+@dataclass(frozen=True)
+class Measurement:
+    """A GPU run of the actor's step pattern (``python -m verl_ext.apps.bench.attention --steps``: per step two eval
+    forwards and two train forward + backward micro-batches of new sizes in ``[3T/4, T]`` tokens, Qwen2.5-1.5B's
+    shape with random weights, bf16, gradient checkpointing) that finished its first step."""
+    card: str
+    date: str
+    stack: str
+    first_step_s: float | None  # None: the step finished, its time was not recorded
+    later_step_s: tuple[float, float]  # the fastest and slowest later step
+    command: str
+
+
+# [decision] the pairs the recipes may use: a pair not here (flex_attention at 16384 tokens: no step line within
+# 250 s on the same H200) may stall in its first step. Source: README "Attention backends".
+MEASURED_PAIRS: dict[tuple[str, int], Measurement] = {
+    ("flex_attention", 8192): Measurement(
+        "NVIDIA H200", "2026-11-26", "torch 2.11.0+cu130, transformers 5.17.0", 66.6, (0.67, 0.85),
+        "python -m verl_ext.apps.bench.attention --steps 12 --tokens 8192 --backends flex_attention"),
+    ("sdpa", 16384): Measurement(
+        "NVIDIA H200", "2026-11-26", "torch 2.11.0+cu130, transformers 5.17.0", None, (3.0, 3.1),
+        "python -m verl_ext.apps.bench.attention --steps N --tokens 16384 --backends sdpa (3.0-3.1 s a step after "
+        "two warm-up steps)"),
+}
+
+
+def actor_backend(config) -> AttentionBackend:
+    """The backend a composed trainer config gives the actor's model (the reference model copies it)."""
+    model = config.actor_rollout_ref.model
+    attention = str((model.get("override_config") or {}).get("attn_implementation",
+                                                               "flash_attention_2"))  # verl/workers/config/model.py:185
+    return backend_of(attention, bool(model.get("use_remove_padding", True)))
+
+
+def micro_batch_budgets(config) -> dict[str, int | None]:
+    """Tokens per GPU in one micro-batch of each pass that runs the actor's model (``use_dynamic_bsz``), by pass:
+    the update, the old log-probs, and the reference's log-probs when verl builds a reference
+    (``verl/trainer/ppo/utils.py`` ``need_reference_policy``). None: a pass with micro-batches of a fixed number
+    of sequences, whose tokens have no bound."""
+    section = config.actor_rollout_ref
+    budgets = {"update": section.actor.ppo_max_token_len_per_gpu if section.actor.use_dynamic_bsz else None,
+               "log-probs": (section.rollout.log_prob_max_token_len_per_gpu
+                             if section.rollout.log_prob_use_dynamic_bsz else None)}
+    if config.algorithm.get("use_kl_in_reward", False) or section.actor.use_kl_loss:
+        budgets["reference"] = (section.ref.log_prob_max_token_len_per_gpu
+                                if section.ref.log_prob_use_dynamic_bsz else None)
+    return {role: None if budget is None else int(budget) for role, budget in budgets.items()}
+

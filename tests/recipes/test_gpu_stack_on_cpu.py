@@ -1,5 +1,6 @@
-"""The GPU recipes request attention implementations the GPU install provides, and that implementation handles
-verl's packed (remove-padding) batches correctly for the recipes' model families."""
+"""The GPU recipes request attention implementations the GPU install provides, each with micro-batch token budgets
+a GPU ran through the first step (verl_ext.attention.MEASURED_PAIRS), and those implementations handle verl's packed
+(remove-padding) batches correctly for the recipes' model families."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ from omegaconf import OmegaConf
 from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config, Qwen3Config
 
 from tests.recipes.recipes import RECIPES, ROOT, compose_recipe
-from verl_ext.attention import BACKENDS, backend_of, config_problems, model_inputs
+from verl_ext.attention import (BACKENDS, MEASURED_PAIRS, actor_backend, config_problems, micro_batch_budgets,
+                                model_inputs)
 from verl_ext.apps.bench.attention import model_config, random_model
-from verl_ext.apps.check_gpu import (RECIPE_ATTENTION, attention_is_provided, check_update, gpu_install_packages,
+from verl_ext.apps.check_gpu import (RECIPE_ATTENTIONS, attention_is_provided, check_update, gpu_install_packages,
                                 requested_attentions, update_check)
 
 GPU_RECIPES = sorted((p.parent.name, p.stem) for p in RECIPES.glob("*/*.yaml")
@@ -34,20 +36,35 @@ def test_every_gpu_recipe_requests_an_attention_the_gpu_install_provides(group, 
     cfg = compose_recipe(group, setting)
     for role, attention in requested_attentions(cfg).items():
         assert attention_is_provided(attention, packages), (setting, role, attention, sorted(packages))
-        assert attention == RECIPE_ATTENTION, (setting, role)  # what `make check-gpu` checks by default
-    # flex attention relies on transformers' packed-sequence mask (next tests); verl's Ulysses patch is flash-only
+        assert attention in RECIPE_ATTENTIONS, (setting, role)  # what `make check-gpu` checks by default
+    # packed rows rely on transformers' packed-sequence mask (next tests); verl's Ulysses patch is flash-only
     assert cfg.actor_rollout_ref.model.use_remove_padding
-    backend = backend_of(requested_attentions(cfg)["actor"], cfg.actor_rollout_ref.model.use_remove_padding)
-    assert backend.name == "flex_attention"
+    backend = actor_backend(cfg)
     sp = OmegaConf.select(cfg, "actor_rollout_ref.actor.ulysses_sequence_parallel_size")
     assert sp == 1 and config_problems(backend, ulysses_sequence_parallel_size=sp) == []
+
+
+@pytest.mark.parametrize("group, setting", GPU_RECIPES)
+def test_every_gpu_recipe_uses_measured_attention_pairs_that_hold_its_longest_sequence(group, setting):
+    """Each pass that runs the actor's model (update, old log-probs, and the reference's, which a KL override
+    would add) takes a micro-batch budget that, with the recipe's backend, a GPU ran through the first step, and that
+    holds the longest sequence (verl asserts it: verl/utils/seqlen_balancing.py:384)."""
+    cfg = compose_recipe(group, setting)
+    backend, budgets = actor_backend(cfg), micro_batch_budgets(cfg)
+    assert cfg.actor_rollout_ref.ref.log_prob_use_dynamic_bsz
+    budgets["reference"] = cfg.actor_rollout_ref.ref.log_prob_max_token_len_per_gpu
+    longest = cfg.data.max_prompt_length + cfg.data.max_response_length
+    for role, budget in budgets.items():
+        assert (backend.name, budget) in MEASURED_PAIRS, (setting, role, backend.name, budget)
+        assert budget >= longest, (setting, role, budget, longest)
+
 
 
 def test_ref_and_critic_are_checked_when_used():
     bots = next(s for g, s in GPU_RECIPES if g == "bots")
     cfg = compose_recipe("bots", bots, "algorithm.use_kl_in_reward=true", "critic.enable=true",
                          "+critic.model.override_config.attn_implementation=flash_attention_2")
-    assert requested_attentions(cfg) == {"actor": "flex_attention", "ref": "flex_attention", "critic": "flash_attention_2"}
+    assert requested_attentions(cfg) == {"actor": "sdpa", "ref": "sdpa", "critic": "flash_attention_2"}
 
 
 def test_verls_default_would_not_be_provided(packages):
@@ -61,13 +78,14 @@ FAMILIES = {  # the recipes' model families (Qwen2.5, Qwen3) and the embedded mo
 }
 
 
+@pytest.mark.parametrize("attention", RECIPE_ATTENTIONS)
 @pytest.mark.parametrize("family", sorted(FAMILIES))
-def test_packed_sequences_get_the_same_log_probs_as_padded_ones(family):
+def test_packed_sequences_get_the_same_log_probs_as_padded_ones(family, attention):
     torch.manual_seed(0)
     config = FAMILIES[family](vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                               num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
-    model = AutoModelForCausalLM.from_config(config, attn_implementation=RECIPE_ATTENTION).eval()
-    assert model.config._attn_implementation == RECIPE_ATTENTION
+    model = AutoModelForCausalLM.from_config(config, attn_implementation=attention).eval()
+    assert model.config._attn_implementation == attention
     seqs = [torch.randint(1, 64, (n,)) for n in (5, 9, 3)]
     with torch.no_grad():
         ref = model(**model_inputs(seqs, packed=False)).logits

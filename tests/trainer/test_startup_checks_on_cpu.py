@@ -23,8 +23,8 @@ CPU_RECIPE = ("bots", "cpu_embedded", "actor_rollout_ref.model.path=/m")
     ("trainer.v1.sampler.sync_refill_failed_groups=true", "sync_refill_failed_groups"),
     ("algorithm.filter_groups.enable=true", "algorithm.filter_groups.enable"),
     ("distillation.enabled=true", "distillation.enabled"),
-    ("actor_rollout_ref.actor.ulysses_sequence_parallel_size=2", "actor: ulysses_sequence_parallel_size=2 with attention flex_attention"),
-    ("actor_rollout_ref.ref.ulysses_sequence_parallel_size=2", "ref: ulysses_sequence_parallel_size=2 with attention flex_attention"),
+    ("actor_rollout_ref.actor.ulysses_sequence_parallel_size=2", "actor: ulysses_sequence_parallel_size=2 with attention sdpa"),
+    ("actor_rollout_ref.ref.ulysses_sequence_parallel_size=2", "ref: ulysses_sequence_parallel_size=2 with attention sdpa"),
     ("actor_rollout_ref.rollout.response_length=128", "needs actor_rollout_ref.rollout.agent.default_agent_loop="
                                                       "verl_ext_single_turn"),
 ])
@@ -83,7 +83,7 @@ def test_free_form_places_and_the_recipe_section_accept_new_keys(tmp_path):
     recipe.write_text(recipe.read_text().replace(
         model, model + "\n    override_config:\n      attn_implementation: eager\n      free_key: 2", 1))
     cfg = compose_recipe(*CPU_RECIPE, recipes=recipes)
-    assert cfg.actor_rollout_ref.model.override_config.attn_implementation == "eager"  # the recipe says flex
+    assert cfg.actor_rollout_ref.model.override_config.attn_implementation == "eager"  # the recipe says sdpa
     assert cfg.actor_rollout_ref.model.override_config.free_key == 2 and cfg.recipe.anything == 1
 
 

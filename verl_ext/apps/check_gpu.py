@@ -6,7 +6,7 @@ Run it after ``make install-gpu`` and before a launcher. One line per check, exi
 2. torch is a CUDA build, the NVIDIA driver is new enough for that CUDA (verl's ``vllm`` extra pins torch
    2.11.0, whose PyPI wheel needs the CUDA 13.0 libraries: driver generation >= 580), and torch sees GPUs;
 3. vLLM imports;
-4. the attention backend the recipes request can run (:mod:`verl_ext.attention`; ``flex_attention``, ``sdpa``: torch itself;
+4. the attention backends the recipes request can run (:mod:`verl_ext.attention`; ``flex_attention``, ``sdpa``: torch itself;
    ``flash_attention_2``: the ``flash_attn`` package, which the GPU install does not bring);
 5. one tiny vLLM generation, and one tiny actor update as verl's FSDP engine runs it (fp32 parameters, bf16
    autocast, the backend's layout: packed rows without attention mask, or padded) on a small model (default: the
@@ -24,14 +24,16 @@ default ``flash_attention_2`` (``verl/workers/config/model.py:185``). The GPU in
 (``verl[verl-core,math,vllm]==0.9.1``) has no flash-attn: only verl's ``fsdp`` / ``megatron`` extras name it
 (``flash-attn==2.8.3``), and PyPI serves flash-attn as source only (a CUDA compile on the user's machine). vLLM
 0.24.0 brings its own attention kernels for generation, not for transformers. The recipes therefore request
-``flex_attention`` (torch's compiled block-sparse kernel, no extra package) and keep ``use_remove_padding``: verl
-calls the model with ``attention_mask=None`` and per-sequence ``position_ids``
+``flex_attention`` (torch's compiled block-sparse kernel, no extra package) or ``sdpa``, each with a micro-batch
+token budget a GPU ran through its first step (:data:`verl_ext.attention.MEASURED_PAIRS`), and keep
+``use_remove_padding``: verl calls the model with ``attention_mask=None`` and per-sequence ``position_ids``
 (``verl/workers/engine/fsdp/transformer_impl.py:1256-1260``), verl's remove-padding patch only touches flash
 attention (``verl/models/transformers/monkey_patch.py:544-552``), and transformers masks the packed sequences
 per document from the restarting ``position_ids`` (``transformers/masking_utils.py`` ``find_packed_sequence_indices``).
-Chosen on one H200 by ``scripts/gpu_first_hour.sh`` (README, Attention backends): 1.3x / 1.9x / 3.1x the speed of
-``sdpa`` (which gets a dense ``T x T`` mask on packed rows) at 8k / 16k / 32k tokens, and about a minute of
-compilation in the first step. With flash-attn installed by hand,
+Measured on one H200 by ``scripts/gpu_first_hour.sh`` (README, Attention backends): flex attention at 1.3x / 1.9x /
+3.1x the speed of ``sdpa`` (which gets a dense ``T x T`` mask on packed rows) at 8k / 16k / 32k tokens and about a
+minute of compilation in the first step, but in the actor's step pattern only its 8192-token budget was seen to
+finish the first step. With flash-attn installed by hand,
 ``actor_rollout_ref.model.override_config.attn_implementation=flash_attention_2`` restores verl's default;
 ``--attention flash_attention_2`` checks it here. The other backends and their overrides:
 :mod:`verl_ext.attention`; their speed: ``python -m verl_ext.apps.bench attention``.
@@ -54,11 +56,13 @@ from pathlib import Path
 
 import torch
 
-from verl_ext.attention import BACKENDS, AttentionBackend, flex_reference, get_backend, token_log_probs
+from verl_ext.attention import (BACKENDS, MEASURED_PAIRS, AttentionBackend, flex_reference, get_backend,
+                                token_log_probs)
 from verl_ext.apps.bench.attention import model_config, one_cpu_thread, random_model
 
 VERL_DEFAULT_ATTENTION = "flash_attention_2"  # verl/workers/config/model.py:185
-RECIPE_ATTENTION = "flex_attention"  # what every recipes/<method>/_common.yaml requests (tests/recipes/test_gpu_stack_on_cpu.py)
+# what the recipes request: the backends of the measured pairs (tests/recipes/test_gpu_stack_on_cpu.py)
+RECIPE_ATTENTIONS = tuple(dict.fromkeys(backend for backend, _ in MEASURED_PAIRS))
 # attention implementation -> (distribution that provides it, module to import); None: torch itself
 ATTENTION_PROVIDERS = {b.attn_implementation: b.requires for b in BACKENDS.values()} | {"eager": None}
 MIN_DRIVER = {13: 580, 12: 525, 11: 450}  # CUDA major -> minimum NVIDIA Linux driver (minor-version compatibility)
@@ -269,7 +273,8 @@ def _check_backend(build: Callable[[], torch.nn.Module], backend: AttentionBacke
     if reason is not None:
         if required:
             raise CheckFailed(f"attention {name} {reason}; install it or use "
-                              f"actor_rollout_ref.model.override_config.attn_implementation={RECIPE_ATTENTION}")
+                              "actor_rollout_ref.model.override_config.attn_implementation="
+                              + " or ".join(RECIPE_ATTENTIONS))
         _line(f"update {name}", reason, "skip")
         return {"backend": name, "status": f"skipped: {reason}"}
     if required:
@@ -313,7 +318,7 @@ def run_checks(model: str | None, attentions: list[str] | None, device: str = "c
 
             _line("vllm", vllm_module.__version__)
     required = vllm or attentions is not None
-    names = attentions or ([RECIPE_ATTENTION] if vllm else list(BACKENDS))
+    names = attentions or (list(RECIPE_ATTENTIONS) if vllm else list(BACKENDS))
     for name in names:
         get_backend(name)  # unknown names fail before any model loads
     source, build = model_builder(model, device, vllm)
@@ -330,8 +335,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default=None, help="HF model path (default: the embedded SmolLM2-135M-Instruct; "
                         "with --no-vllm, random weights)")
     parser.add_argument("--attention", nargs="+", default=None, choices=list(BACKENDS), metavar="BACKEND",
-                        help=f"attention backends to check, each required (default: {RECIPE_ATTENTION}, which the "
-                        f"recipes request; with --no-vllm every backend, those that cannot run skipped). "
+                        help=f"attention backends to check, each required (default: {', '.join(RECIPE_ATTENTIONS)}, "
+                        f"which the recipes request; with --no-vllm every backend, those that cannot run skipped). "
                         f"Choices: {', '.join(BACKENDS)}")
     parser.add_argument("--cpu", action="store_true",
                         help="skip the GPU, driver and vLLM checks; run the actor update on the CPU in fp32")

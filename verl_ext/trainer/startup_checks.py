@@ -59,11 +59,9 @@ def check_supported(config) -> None:
 def attention_problems(config) -> list[str]:
     """The actor's (and reference's, which copies the actor's model config) attention backend against its Ulysses
     sequence-parallel size (:func:`verl_ext.attention.config_problems`)."""
-    from verl_ext.attention import backend_of, config_problems
+    from verl_ext.attention import actor_backend, config_problems
 
-    model = config.actor_rollout_ref.model
-    attention = str((model.get("override_config") or {}).get("attn_implementation", "flash_attention_2"))
-    backend = backend_of(attention, bool(model.get("use_remove_padding", True)))
+    backend = actor_backend(config)
     problems = []
     for role in ("actor", "ref"):
         section = config.actor_rollout_ref[role]
