@@ -76,3 +76,30 @@ def test_layouts_put_each_token_in_the_same_place():
     for bad in ([], [torch.tensor([])], [torch.ones(2, 2, dtype=torch.long)]):
         with pytest.raises(ValueError, match="non-empty 1-D token tensors"):
             model_inputs(bad, packed=True)
+
+
+def test_start_up_line_names_backend_budgets_and_their_measurement():
+    """verl_ext.main prints attention_line before Ray starts (tests/trainer/test_startup_checks_on_cpu.py)."""
+    from tests.recipes.recipes import compose_recipe
+
+    measured = "; first step measured on NVIDIA H200 2026-11-26 (torch 2.11.0+cu130, transformers 5.17.0)"
+    assert attention.attention_line(compose_recipe("coba", "qwen3-1.7b-base")) == (
+        "attention flex_attention (packed), micro-batch tokens/GPU update 8192, log-probs 8192" + measured)
+    assert attention.attention_line(compose_recipe("ads", "qwen3-4b-base")) == (  # a KL in the reward: a reference
+        "attention sdpa (packed), micro-batch tokens/GPU update 16384, log-probs 16384, reference 16384" + measured)
+    unmeasured = compose_recipe("coba", "qwen3-1.7b-base", "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=32768",
+                                "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=8192")
+    assert attention.attention_line(unmeasured) == (
+        "attention flex_attention (packed), micro-batch tokens/GPU update 32768, log-probs 8192; flex_attention at "
+        "32768: not measured on a GPU, its first step may stall (measured: flex_attention 8192, sdpa 16384; "
+        "verl_ext/attention.py MEASURED_PAIRS)")
+    fixed = compose_recipe("cbs", "qwen3-8b-base", "actor_rollout_ref.actor.use_dynamic_bsz=false",
+                           "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=false",
+                           "actor_rollout_ref.model.use_remove_padding=false")
+    assert attention.micro_batch_budgets(fixed) == {"update": None, "log-probs": None}
+    assert attention.attention_line(fixed).startswith(
+        "attention flex_attention_padded (padded), micro-batch tokens/GPU update fixed sequence counts, log-probs "
+        "fixed sequence counts; flex_attention_padded at fixed sequence counts: not measured on a GPU")
+    cpu = compose_recipe("bots", "cpu_embedded", "actor_rollout_ref.model.path=/m", "trainer.device=cpu",
+                         "++actor_rollout_ref.model.override_config.attn_implementation=sdpa")  # the CPU preset's
+    assert attention.attention_line(cpu).endswith("; a CPU run: the GPU measurements do not apply")

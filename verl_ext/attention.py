@@ -258,3 +258,22 @@ def micro_batch_budgets(config) -> dict[str, int | None]:
                                 if section.ref.log_prob_use_dynamic_bsz else None)
     return {role: None if budget is None else int(budget) for role, budget in budgets.items()}
 
+
+def attention_line(config) -> str:
+    """One line for a run's start: the actor's attention backend, its micro-batch budgets and whether a GPU
+    measured each (backend, budget) pair (:data:`MEASURED_PAIRS`)."""
+    backend = actor_backend(config)
+    budgets = micro_batch_budgets(config)
+    named = {b: "fixed sequence counts" if b is None else str(b) for b in budgets.values()}
+    head = (f"attention {backend.name} ({'packed' if backend.packed else 'padded'}), micro-batch tokens/GPU "
+            + ", ".join(f"{role} {named[b]}" for role, b in budgets.items()))
+    if str(config.trainer.get("device", "cuda")) == "cpu":
+        return f"{head}; a CPU run: the GPU measurements do not apply"
+    found = {b: MEASURED_PAIRS.get((backend.name, b)) for b in named}
+    if all(found.values()):
+        return head + "; first step measured on " + "; ".join(
+            dict.fromkeys(f"{m.card} {m.date} ({m.stack})" for m in found.values()))
+    missing = ", ".join(named[b] for b, m in found.items() if m is None)
+    known = ", ".join(f"{name} {b}" for name, b in MEASURED_PAIRS)
+    return (f"{head}; {backend.name} at {missing}: not measured on a GPU, its first step may stall (measured: "
+            f"{known}; verl_ext/attention.py MEASURED_PAIRS)")

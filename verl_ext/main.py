@@ -18,6 +18,9 @@ later overrides win and ``--cfg job`` prints what trains.
 Every run also logs to verl's ``file`` logger (added to ``trainer.logger`` when missing): the per-step
 metrics, validation included, go to ``<trainer.default_local_dir>/metrics/from_step_<S>.<time>.jsonl``,
 one file per run (see :mod:`verl_ext.trainer.records`).
+
+Before Ray starts, one line names the actor's attention backend, its micro-batch token budgets and whether a GPU
+measured that pair (:func:`verl_ext.attention.attention_line`).
 """
 
 from __future__ import annotations
@@ -69,6 +72,7 @@ def run(config) -> None:
     from verl.utils.config import validate_config
     from verl.utils.device import auto_set_device
 
+    from verl_ext.attention import attention_line
     from verl_ext.trainer.build_axes import validate_axes, validate_training_data
     from verl_ext.trainer.startup_checks import check_supported, check_validation_files
 
@@ -81,6 +85,7 @@ def run(config) -> None:
         raise ValueError("verl_ext needs verl's v1 trainer (trainer.use_v1=true)")
     auto_set_device(config)
     validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+    print(f"verl_ext.main: {attention_line(config)}", flush=True)
     export_trainer_module(config)
     from verl_ext.cpu import is_cpu_mode, vllm_rollout
 

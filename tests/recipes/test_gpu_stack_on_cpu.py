@@ -10,8 +10,8 @@ from omegaconf import OmegaConf
 from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config, Qwen3Config
 
 from tests.recipes.recipes import RECIPES, ROOT, compose_recipe
-from verl_ext.attention import (BACKENDS, MEASURED_PAIRS, actor_backend, config_problems, micro_batch_budgets,
-                                model_inputs)
+from verl_ext.attention import (BACKENDS, MEASURED_PAIRS, actor_backend, attention_line, config_problems,
+                                micro_batch_budgets, model_inputs)
 from verl_ext.apps.bench.attention import model_config, random_model
 from verl_ext.apps.check_gpu import (RECIPE_ATTENTIONS, attention_is_provided, check_update, gpu_install_packages,
                                 requested_attentions, update_check)
@@ -57,6 +57,7 @@ def test_every_gpu_recipe_uses_measured_attention_pairs_that_hold_its_longest_se
     for role, budget in budgets.items():
         assert (backend.name, budget) in MEASURED_PAIRS, (setting, role, backend.name, budget)
         assert budget >= longest, (setting, role, budget, longest)
+    assert "; first step measured on NVIDIA H200 2026-11-26" in attention_line(cfg)
 
 
 

@@ -3,6 +3,7 @@ mandatory values, unusable validation files (no Ray here)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -105,6 +106,24 @@ def test_the_entry_point_refuses_a_recipe_typo_before_ray(tmp_path):
     assert "ray init" not in proc.stdout + proc.stderr
     imported = {line.rpartition("|")[2].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
     assert "verl_ext.recipe_keys" in imported and not {m for m in imported if m.split(".")[0] in ("verl", "ray")}
+
+
+def test_the_entry_point_names_the_attention_pair_before_ray(monkeypatch, capsys):
+    """verl_ext.main.run prints the actor's attention backend, budgets and their measurement before verl's run_ppo
+    (which starts Ray) is called."""
+    import verl.trainer.main_ppo
+
+    from verl_ext import main
+
+    for name in ("VERL_USE_EXTERNAL_MODULES", "PYTHONPATH"):  # export_trainer_module sets them: restored after
+        monkeypatch.setenv(name, os.environ.get(name, ""))
+    printed = []
+    monkeypatch.setattr(verl.trainer.main_ppo, "run_ppo",
+                        lambda config, task_runner_class: printed.append(capsys.readouterr().out))
+    main.run(compose_recipe("ads", "qwen3-4b-base", "trainer.test_freq=-1", "trainer.val_before_train=false"))
+    assert len(printed) == 1 and ("\nverl_ext.main: attention sdpa (packed), micro-batch tokens/GPU update 16384, "
+                                  "log-probs 16384, reference 16384; first step measured on NVIDIA H200 2026-11-26"
+                                  in printed[0]), printed
 
 
 def _val_file(tmp_path: Path, rows: list[dict]) -> str:
