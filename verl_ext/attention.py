@@ -27,6 +27,10 @@ What every backend needs in verl: Ulysses sequence parallelism at 1 unless the b
 with sdpa or flex, sp > 1 would be silently wrong), see :func:`config_problems`. Code of ours that calls a model
 on packed rows passes ``use_cache=False``: with a cache, transformers skips the boundary detection and the
 sequences attend to each other (:func:`model_inputs`).
+
+The (backend, micro-batch token budget) pairs a GPU ran through the actor's first step, the only ones the recipes use:
+:data:`MEASURED_PAIRS`; a composed trainer config's backend and budgets, and the line ``python -m verl_ext.main``
+prints about them before Ray starts: :func:`actor_backend`, :func:`micro_batch_budgets`, :func:`attention_line`.
 """
 
 from __future__ import annotations
