@@ -280,6 +280,9 @@ def test_first_hour_runs_verls_own_actor_from_the_wheelhouse_without_ray(first_h
             assert step["longest"] == result["budgets"]["prompt"] + result["budgets"]["response"], step
             assert step["tokens"] >= 3 * result["budgets"]["update"], step  # several micro-batches per step
     assert len({tuple(s["tokens"] for s in rows[n]["steps"]) for n in ("sdpa", "sdpa_padded")}) == 1  # same data
+    summary = (out / "results.md").read_text()  # the script's one table holds verl's actor's too
+    assert re.search(r"^\| sdpa \| finished \| [\d.]+ \| [\d.]+ \|", summary, re.M), summary
+    assert json.loads((out / "results.json").read_text())["verl_actor"] == result
     changed = {c["key"]: c for c in result["changes"]}
     assert changed["actor_rollout_ref.model.path"]["recipe"] == "Qwen/Qwen2.5-1.5B-Instruct"
     assert changed["trainer.n_gpus_per_node"]["used"] == 1

@@ -482,7 +482,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--layers", type=int, default=None, help="cut the random-weight model to this many layers")
     parser.add_argument("--cpu", action="store_true", help="the dry run: CPU, tiny model, scaled budget")
     parser.add_argument("--workdir", default=None, help="checkpoint, config and logs (default: a temporary folder)")
-    parser.add_argument("--json", default=None, help="write the result here (as backends finish)")
+    parser.add_argument("--json", default=None, help="write the result here (as backends finish), and its table "
+                        "beside it (.md)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--config", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -529,7 +530,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: {row['status']}", flush=True)
         if args.json:
             Path(args.json).write_text(json.dumps(result, indent=2))
-    print(report(result))
+    table = report(result)
+    print(table)
+    if args.json:
+        Path(args.json).with_suffix(".md").write_text(table + "\n")
     ran = [r for r in result["rows"] if not r["status"].startswith("skipped")]
     return 0 if ran and all(r["status"] == "finished" for r in ran) else 1
 

@@ -538,18 +538,22 @@ def summary(bench: dict | None, checks: dict | None) -> str:
 
 def write_summary(out: Path) -> str:
     """``out/results.md`` and ``out/results.json`` from ``out/bench.json``, ``out/update.json`` and, where the
-    actor-step run left it, ``out/steps.json``."""
+    actor-step run and verl's actor (``python -m verl_ext.apps.verl_actor --json``) left them, ``out/steps.json``
+    and ``out/verl_actor.json`` with its table ``out/verl_actor.md``."""
     def load(name: str) -> dict | None:
         path = out / name
         return json.loads(path.read_text()) if path.exists() else None
 
-    bench, checks, steps = load("bench.json"), load("update.json"), load("steps.json")
+    bench, checks, steps, verl_actor = load("bench.json"), load("update.json"), load("steps.json"), \
+        load("verl_actor.json")
     table = summary(bench, checks)
     if steps is not None:
         table += "\n\n" + steps_report(steps["steps"])
+    if (out / "verl_actor.md").exists():
+        table += "\n\n" + (out / "verl_actor.md").read_text().strip()
     (out / "results.md").write_text(table + "\n")
-    (out / "results.json").write_text(json.dumps({"bench": bench, "update_check": checks, "steps": steps},
-                                                 indent=2))
+    (out / "results.json").write_text(json.dumps({"bench": bench, "update_check": checks, "steps": steps,
+                                                  "verl_actor": verl_actor}, indent=2))
     return table
 
 
