@@ -22,7 +22,12 @@ reasoning trace the OpenR1 rows carry, as the authors' ``target`` (scripts/ads/p
    ``--embedder PATH`` the hidden-state mean under another causal LM (cross-policy clusters);
 2. the difficulty: the mean token NLL of the solution tokens (``{solution}`` tokenized on its own, after
    the prefix ``Question:\\n{question}\\n\\nAnswer:\\n``). A sequence over ``--max-length`` tokens (4,096:
-   [authors' code], configs/default.yaml) loses the end of its solution (counted in the summary).
+   [authors' code], configs/default.yaml) loses the end of its solution (counted in the summary). An
+   over-long prompt, one that fills ``--max-length`` by itself, keeps no solution token (its embedding is that
+   of its first ``--max-length`` tokens, as the authors' src/extract_embeddings.py:166-171): its NLL is
+   infinite and its difficulty the largest finite one + 1, so it ranks last in its cluster (**[authors'
+   code]** Richard-zrx/ADS @ a4717d3 src/compute_difficulty.py:120-127, src/sort_clusters_by_difficulty.py:56-61);
+   the run goes on, prints how many there were and lists their rows in the summary (``over_long_*``).
 
 Embeddings are L2-normalised, reduced by PCA (randomized solver) to ``min(--pca-dims, rows - 1, features)``
 dims (**[authors' code]** src/cluster_embeddings.py) and clustered by scikit-learn's K-Means (``--clusters``,
@@ -40,8 +45,8 @@ Resumable: model outputs are cached per chunk of ``--chunk-size`` rows under ``-
 the settings (not the batch size); the clustering is cached too. A rerun of an interrupted command computes
 only what is missing (``--stop-after-chunks N`` stops on purpose after N new chunks, exit status 3).
 Bad input (missing or empty solution, empty prompt, fewer rows than clusters, cluster columns already
-there) stops before any model loads, naming the file, row and field (exit status 2); a prompt longer than
-``--max-length`` is reported by row when its chunk is reached.
+there) stops before any model loads, naming the file, row and field (exit status 2); a NaN difficulty (a
+broken forward pass) stops the run after the model pass (exit status 2).
 """
 
 from __future__ import annotations
@@ -54,7 +59,7 @@ from pathlib import Path
 from typing import Iterator
 
 from data_prep.ads.chunk_cache import Interrupted
-from data_prep.ads.clustering import cached_cluster
+from data_prep.ads.clustering import cached_cluster, finite_difficulty
 from data_prep.ads.model_passes import CachedPasses, pick_device
 from data_prep.ads.outputs import OutputPaths, add_columns, summarize, write_outputs
 from data_prep.ads.settings import Settings
@@ -79,17 +84,19 @@ def run(s: Settings) -> dict:
     timings: dict[str, float] = {}
     with _timed(timings, "policy_pass_s"):
         policy = passes.causal(s.model)  # the difficulty, and the embeddings with --embedder policy
+    difficulty, over_long = finite_difficulty(policy["nll"])
     with _timed(timings, "embedding_s"):
         embeddings, embed_meta = passes.embeddings(policy)
     with _timed(timings, "clustering_s"):
         found, passes.counts["clustering"] = cached_cluster(embeddings, s)
 
-    add_columns(rows, s.prefix, found["labels"], policy["nll"])
+    add_columns(rows, s.prefix, found["labels"], difficulty)
     write_rows(rows, Path(s.out), source=s.input)
     paths = OutputPaths.of(s)
-    summary = summarize(s, paths, found, policy, embed_meta, rows=len(rows), device=device, dtype=dtype,
-                        chunks=passes.counts, timings={**timings, "total_s": round(time.time() - t0, 2)})
-    write_outputs(s, paths, summary, rows, found, policy["nll"], embed_meta)
+    summary = summarize(s, paths, found, policy, embed_meta, difficulty=difficulty, over_long=over_long, rows=len(rows),
+                        device=device, dtype=dtype, chunks=passes.counts,
+                        timings={**timings, "total_s": round(time.time() - t0, 2)})
+    write_outputs(s, paths, summary, rows, found, difficulty, embed_meta)
     return {**summary, "summary": str(paths.summary)}
 
 
@@ -134,6 +141,11 @@ def main(argv: list[str] | None = None) -> int:
         return 3 if isinstance(e, Interrupted) else 2
     print(f"train: {summary['output']} ({summary['rows']} rows, {summary['clusters']} clusters, "
           f"columns {', '.join(summary['columns'])})")
+    n, first = summary["over_long_prompts"], ", ".join(map(str, summary["over_long_rows"][:10]))
+    note = (f": the prompt fills --max-length {summary['max_length']}, difficulty "
+            f"{summary['over_long_difficulty']:.4f} (largest finite + 1), last in its cluster; "
+            f"rows {first}{' ...' if n > 10 else ''}" if n else "")
+    print(f"over-long prompts: {n} of {summary['rows']}{note}")
     print(f"summary: {summary['summary']}\nplot: {summary['plot']}\nembeddings: {summary['embeddings']}")
     for step, c in summary["chunks"].items():
         done = c if isinstance(c, str) else f"{c['computed']} chunks computed, {c['reused']} reused"

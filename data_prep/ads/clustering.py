@@ -55,6 +55,24 @@ def embedding_table(index: np.ndarray, space: np.ndarray) -> np.ndarray:
     return table
 
 
+def finite_difficulty(nll: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The difficulty of every row and the rows of over-long prompts: an infinite NLL (no solution token left,
+    :func:`~data_prep.ads.model_passes.tokenize`) becomes the largest finite NLL + 1, so the row ranks last in its
+    cluster and every value written is finite ([authors' code] Richard-zrx/ADS @ a4717d3
+    src/sort_clusters_by_difficulty.py:56-61). NaN or -inf (a broken forward pass) and all rows over-long are
+    refused (``ValueError``) [decision]: the authors would replace NaN too, or write NaN everywhere."""
+    over_long = np.flatnonzero(np.isposinf(nll))
+    broken = np.flatnonzero(np.isnan(nll) | np.isneginf(nll))
+    if len(broken):
+        raise ValueError(f"the difficulty (mean NLL) is NaN or -inf for {len(broken)} rows, e.g. rows "
+                         f"{broken[:5].tolist()}: a broken forward pass (an overflow in bf16? --dtype fp32)")
+    if len(over_long) == len(nll):
+        raise ValueError("every prompt fills --max-length: no difficulty to rank by (raise --max-length)")
+    difficulty = nll.astype(np.float64)
+    difficulty[over_long] = np.delete(difficulty, over_long).max() + 1.0
+    return difficulty, over_long
+
+
 def rank_in_clusters(labels: np.ndarray, difficulty: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Rank of each row in its cluster by difficulty (easiest 0, ties by row), and its cluster's size."""
     order = np.lexsort((np.arange(len(labels)), difficulty, labels))  # by cluster, then difficulty, then row

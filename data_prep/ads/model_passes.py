@@ -14,7 +14,6 @@ from data_prep.ads.chunk_cache import ChunkCache, model_fingerprint, texts_diges
 from data_prep.ads.settings import Settings
 from data_prep.ads.texts import PREFIX_TEMPLATE
 from data_prep.generation import resolve_model
-from data_prep.schema import DataError
 from verl_ext.cpu import cpu_precision
 
 NLL_SLICE = 2048  # solution positions whose logits are materialised at once
@@ -36,19 +35,19 @@ def tokenize(tokenizer, question: str, solution: str, max_length: int) -> tuple[
     """Ids of prefix + ``{solution}`` (cut to ``max_length``), where the solution starts, whether it was cut.
 
     Both parts are encoded without special tokens, as the authors' (src/compute_difficulty.py); apart,
-    so the NLL covers exactly the solution's tokens ([decision]: theirs encodes the joined text).
+    so the NLL covers exactly the solution's tokens ([decision]: theirs encodes the joined text). A prefix
+    of ``max_length`` tokens or more is cut to ``max_length`` and keeps no solution token: its NLL is then
+    infinite ([authors' code] Richard-zrx/ADS @ a4717d3 src/compute_difficulty.py:120-127).
     """
     prefix = tokenizer(PREFIX_TEMPLATE.format(question=question), add_special_tokens=False)["input_ids"]
     answer = tokenizer(solution, add_special_tokens=False)["input_ids"]
-    if len(prefix) >= max_length:
-        raise ValueError(f"the prompt takes {len(prefix)} tokens, leaving no room for the solution in --max-length "
-                         f"{max_length}")
     ids = (prefix + answer)[:max_length]
-    return ids, len(prefix), len(prefix) + len(answer) > max_length
+    return ids, min(len(prefix), max_length), len(prefix) + len(answer) > max_length
 
 
 def forward_batch(model, sequences: list[list[int]], starts: list[int], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
-    """Mean final-layer hidden state over each sequence, and the mean NLL of its tokens from ``start`` on."""
+    """Mean final-layer hidden state over each sequence, and the mean NLL of its tokens from ``start`` on
+    (``inf`` for a sequence with no token from ``start`` on: an over-long prompt, :func:`tokenize`)."""
     device = next(model.parameters()).device
     width = max(map(len, sequences))
     ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
@@ -71,7 +70,8 @@ def forward_batch(model, sequences: list[list[int]], starts: list[int], pad_id: 
             nll = -logp.gather(-1, ids[r, p + 1].unsqueeze(-1)).squeeze(-1)
             nll_sum.index_add_(0, r, nll.double())
         counts = torch.tensor([len(s) - a for s, a in zip(sequences, starts)], dtype=torch.float64, device=device)
-    return emb.cpu().numpy(), (nll_sum / counts).cpu().numpy()
+        mean_nll = torch.where(counts > 0, nll_sum / counts.clamp(min=1), torch.inf)
+    return emb.cpu().numpy(), mean_nll.cpu().numpy()
 
 
 def _check_head(model, ids: list[int]) -> None:
@@ -86,7 +86,7 @@ def _check_head(model, ids: list[int]) -> None:
 
 
 def policy_pass(model_path: str, questions: list[str], solutions: list[str], cache: ChunkCache, *, device: str,
-                dtype: str, batch_size: int, max_length: int, budget: list[int] | None, source: str) -> dict:
+                dtype: str, batch_size: int, max_length: int, budget: list[int] | None) -> dict:
     """Embeddings, NLLs, solution token counts and truncation flags of every row under a causal LM."""
     loaded: dict = {}
 
@@ -102,10 +102,7 @@ def policy_pass(model_path: str, questions: list[str], solutions: list[str], cac
             load()
         seqs, starts, cut = [], [], []
         for r in rows:
-            try:
-                ids, start, was_cut = tokenize(loaded["tok"], questions[r], solutions[r], max_length)
-            except ValueError as e:
-                raise DataError(source, r, "prompt", str(e)) from None
+            ids, start, was_cut = tokenize(loaded["tok"], questions[r], solutions[r], max_length)
             seqs.append(ids), starts.append(start), cut.append(was_cut)
         if not loaded.get("checked"):
             _check_head(loaded["model"], seqs[0][:256])
@@ -184,7 +181,7 @@ class CachedPasses:
         cache = self._cache({"step": "causal_lm", **self.common, **model_fingerprint(path), "max_length": s.max_length,
                              "dtype": self.dtype, "device": self.device})
         arrays = policy_pass(path, self.questions, self.solutions, cache, device=self.device, dtype=self.dtype,
-                             batch_size=s.batch_size, max_length=s.max_length, budget=self.budget, source=s.input)
+                             batch_size=s.batch_size, max_length=s.max_length, budget=self.budget)
         self.counts[f"causal_lm:{spec}"] = cache.counts
         return arrays
 

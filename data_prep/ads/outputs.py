@@ -40,10 +40,11 @@ class OutputPaths:
                    embeddings=Path(s.embeddings) if s.embeddings else Path(f"{stem}.{s.prefix}embeddings.npy"))
 
 
-def summarize(s: Settings, paths: OutputPaths, found: dict, policy: dict, embed_meta: dict, *, rows: int, device: str,
-              dtype: str, chunks: dict, timings: dict) -> dict:
-    """The run's summary: settings, model and clustering facts, and size and difficulty per cluster."""
-    labels, difficulty = found["labels"], policy["nll"]
+def summarize(s: Settings, paths: OutputPaths, found: dict, policy: dict, embed_meta: dict, *, difficulty: np.ndarray,
+              over_long: np.ndarray, rows: int, device: str, dtype: str, chunks: dict, timings: dict) -> dict:
+    """The run's summary: settings, model and clustering facts, the over-long prompts (``over_long``: their rows,
+    :func:`~data_prep.ads.clustering.finite_difficulty`), and size and difficulty per cluster."""
+    labels = found["labels"]
     k = int(labels.max()) + 1
     per_cluster = []
     for c in range(k):
@@ -57,6 +58,8 @@ def summarize(s: Settings, paths: OutputPaths, found: dict, policy: dict, embed_
         "pca_dims": int(found["pca_dims"]), "pca_explained_variance": float(found["explained_variance"]),
         "kmeans_inertia": float(found["inertia"]), "seed": s.seed, "n_init": s.n_init, "device": device,
         "dtype": dtype, "max_length": s.max_length, "truncated_rows": int(policy["truncated"].sum()),
+        "over_long_prompts": len(over_long), "over_long_rows": over_long.tolist(),
+        "over_long_difficulty": float(difficulty[over_long[0]]) if len(over_long) else None,
         "solution_tokens_mean": float(policy["solution_tokens"].mean()),
         "difficulty_mean": float(difficulty.mean()), "cluster_size_min": min(c["size"] for c in per_cluster),
         "cluster_size_max": max(c["size"] for c in per_cluster), "per_cluster": per_cluster,

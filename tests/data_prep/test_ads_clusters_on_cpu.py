@@ -15,8 +15,10 @@ from data_prep.ads.clustering import rank_in_clusters
 from data_prep.ads.settings import Settings
 from data_prep.ads.texts import load_samples, solution_of
 from data_prep.ads_clusters import main
-from data_prep.schema import DataError, read_rows
+from data_prep.schema import DataError, read_rows, write_rows
 from data_prep.sft_messages import worked_solution
+from verl_ext.axes.ads import AdsSelectorConfig, cluster_orders
+from verl_ext.axes.views import TaskPool
 from verl_ext.models.embedded import embedded_model_path
 
 TINY = "embedded:2"
@@ -229,7 +231,9 @@ def test_bad_input_names_file_row_and_field(arithmetic, policy_run, tmp_path, ca
     assert not (tmp_path / "o.parquet").exists() and not (tmp_path / ".ads_cache").exists()
 
 
-def test_tokenize_cuts_the_solution_not_the_prompt():
+def test_tokenize_cuts_the_solution_then_the_prompt():
+    """An over-long prompt (``max_length`` tokens or more) is cut and keeps no solution token, as the authors'
+    src/compute_difficulty.py:120-127 (it stopped the run before)."""
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(embedded_model_path(num_layers=2))
@@ -238,8 +242,50 @@ def test_tokenize_cuts_the_solution_not_the_prompt():
     assert model_passes.tokenize(tok, "What is 2 + 3?", "2 + 3 = 5. The answer is 5.", 4096) == (prefix + answer, len(prefix), False)
     ids, start, cut = model_passes.tokenize(tok, "What is 2 + 3?", "2 + 3 = 5. The answer is 5.", len(prefix) + 2)
     assert ids == prefix + answer[:2] and start == len(prefix) and cut
-    with pytest.raises(ValueError, match="no room for the solution"):
-        model_passes.tokenize(tok, "What is 2 + 3?", "5", len(prefix))
+    assert model_passes.tokenize(tok, "What is 2 + 3?", "5", len(prefix)) == (prefix, len(prefix), True)
+    assert model_passes.tokenize(tok, "What is 2 + 3?", "5", 3) == (prefix[:3], 3, True)
+
+
+def test_over_long_prompt_ranks_last_in_its_cluster_and_the_run_goes_on(arithmetic, tmp_path, capsys):
+    """A prompt that fills ``--max-length`` by itself: NLL inf in the model pass, written as the largest finite
+    difficulty + 1, so it ranks last in its cluster ([authors' code] Richard-zrx/ADS @ a4717d3
+    src/compute_difficulty.py:120-127, src/sort_clusters_by_difficulty.py:56-61); the run goes on, prints the
+    count and names the row in the summary; every value written is finite and the ADS selector orders it last."""
+    rows, long = read_rows(arithmetic), 7
+    rows[long]["prompt"] = [{"role": "user", "content": " ".join([rows[long]["prompt"][-1]["content"]] * 4)}]
+    inp, out = write_rows(rows, tmp_path / "long.parquet"), tmp_path / "out.parquet"
+    assert _run(inp, out, "--solution-field", "worked", "--max-length", "96") == 0  # the other rows: <= 78 tokens
+    printed = capsys.readouterr().out
+    assert f"over-long prompts: 1 of {N_ROWS}: the prompt fills --max-length 96" in printed and "; rows 7\n" in printed
+
+    written = read_rows(out)
+    labels, diff = _check_columns(written)
+    assert np.isfinite(diff).all() and diff[long] == np.delete(diff, long).max() + 1.0
+    info = written[long]["extra_info"]
+    assert info["cluster_size"] > 1 and info["rank_in_cluster"] == info["cluster_size"] - 1
+    summary = json.loads(out.with_suffix(".clusters.json").read_text())
+    assert summary["over_long_prompts"] == 1 and summary["over_long_rows"] == [long]
+    assert summary["over_long_difficulty"] == diff[long] and summary["truncated_rows"] == 1
+    chunk = np.load(Path(summary["chunks"][f"causal_lm:{TINY}"]["cache"]) / f"chunk_{long // CHUNK:05d}.npz")
+    assert np.isposinf(chunk["nll"][long % CHUNK]) and chunk["solution_tokens"][long % CHUNK] == 0
+    assert np.isfinite(np.delete(chunk["nll"], long % CHUNK)).all()
+
+    pool = TaskPool(np.array([r["extra_info"]["index"] for r in written]),
+                    {c: np.array([r["extra_info"][c] for r in written]) for c in NEW})
+    _, orders = cluster_orders(pool, AdsSelectorConfig())
+    assert orders[labels[long]][-1] == long
+    _, (whole,) = cluster_orders(pool, AdsSelectorConfig(clusters_per_step=1, inter_cluster=False,
+                                                         global_order_column="difficulty"))
+    assert whole[-1] == long
+
+
+def test_finite_difficulty_refuses_nan_and_all_over_long():
+    difficulty, over_long = clustering.finite_difficulty(np.array([0.5, np.inf, 2.0, np.inf]))
+    assert difficulty.tolist() == [0.5, 3.0, 2.0, 3.0] and over_long.tolist() == [1, 3]
+    with pytest.raises(ValueError, match=r"NaN or -inf for 1 rows, e.g. rows \[2\]"):
+        clustering.finite_difficulty(np.array([0.5, np.inf, np.nan]))
+    with pytest.raises(ValueError, match="every prompt fills --max-length"):
+        clustering.finite_difficulty(np.array([np.inf, np.inf]))
 
 
 def test_openr1_rows_carry_their_first_passing_trace_as_target(tmp_path):
