@@ -10,9 +10,11 @@ per-cluster difficulty order.
 
 Each row is read as ``Question:\\n{question}\\n\\nAnswer:\\n{solution}`` (**[authors' code]** Richard-zrx/ADS
 src/compute_difficulty.py and src/data_utils.py, ``question_plus_cot``; no special tokens): the question is
-the text of the prompt's last user message (instruction suffix kept, system messages dropped), the solution
-the text at ``--solution-field`` (a dotted path into the row: ``extra_info.target``, the DeepSeek-R1
-reasoning trace the OpenR1 rows carry, as the authors' ``target`` (scripts/ads/prepare_data.sh);
+the text of the prompt's user messages, joined by a blank line when there are several (**[authors' code]**
+Richard-zrx/ADS @ a4717d3 src/data_utils.py:55-65, 76-79; instruction suffix kept, system and assistant
+messages dropped), the solution the text at ``--solution-field`` (a dotted path into the row:
+``extra_info.target``, the DeepSeek-R1 reasoning trace the OpenR1 rows carry, as the authors' ``target``
+(scripts/ads/prepare_data.sh);
 ``extra_info.solution``, NuminaMath's worked solution, which the embedded Countdown rows carry too;
 ``worked``: the embedded arithmetic / Countdown worked answers of :func:`data_prep.sft_messages.worked_solution`). One forward pass of ``--model`` (the base policy) per row gives
 

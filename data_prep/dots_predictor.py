@@ -134,6 +134,14 @@ def read_embeddings(path: str | Path, index: np.ndarray, source: str | Path) -> 
     return emb
 
 
+def problem_of(row: dict) -> str:
+    """The prompt's last user message, stripped, for the authors' ``problem`` column (save_embedding.py:31-33)
+    [decision]: in a chat prompt the earlier user messages are other turns (e.g. few-shot examples), not the problem
+    (ADS joins them all: :func:`data_prep.ads.texts.question_of`)."""
+    users = [m for m in row["prompt"] if m.get("role") == "user"]
+    return str(users[-1].get("content") or "").strip() if users else ""
+
+
 def question_embeddings(path: str | Path, index: np.ndarray, model: str, batch_size: int, device: str) -> np.ndarray:
     """Mean final-layer hidden state over the tokens of each row's question (the authors' save_embedding.py:72-109,
     tokenizer defaults), rows in ``index`` order."""
@@ -141,13 +149,12 @@ def question_embeddings(path: str | Path, index: np.ndarray, model: str, batch_s
     from tqdm import tqdm
     from transformers import AutoModel, AutoTokenizer
 
-    from data_prep.ads.texts import question_of
     from data_prep.generation import resolve_model
 
     rows = {int(row["extra_info"]["index"]): row for row in read_rows(path)}
     questions = []
     for r, key in enumerate(index.tolist()):
-        text = question_of(rows[key])
+        text = problem_of(rows[key])
         if not text:
             raise DataError(path, r, "prompt", "empty prompt: no user message text to embed")
         questions.append(text)

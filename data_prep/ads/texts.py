@@ -16,9 +16,12 @@ WORKED = "worked"
 
 
 def question_of(row: dict) -> str:
-    """Text of the prompt's last user message, stripped (``""`` when there is none)."""
-    users = [m for m in row["prompt"] if m.get("role") == "user"]
-    return str(users[-1].get("content") or "").strip() if users else ""
+    """The prompt's user messages, each stripped, empty ones left out, joined by a blank line (``""`` when there
+    is none) ([authors' code] Richard-zrx/ADS @ a4717d3 src/data_utils.py:55-65, 76-79: ``user_only``). The
+    authors fall back to every message's text when no user message has any (:80-81); here such a row is
+    refused by :func:`load_samples` [decision]: it holds no question to embed or to train on."""
+    users = (str(m.get("content") or "").strip() for m in row["prompt"] if m.get("role") == "user")
+    return "\n\n".join(text for text in users if text)
 
 
 def solution_of(row: dict, field: str) -> str | None:

@@ -279,6 +279,35 @@ def test_over_long_prompt_ranks_last_in_its_cluster_and_the_run_goes_on(arithmet
     assert whole[-1] == long
 
 
+def test_several_user_messages_are_embedded_joined(arithmetic, tmp_path):
+    """A prompt's user messages, stripped, empty ones left out, joined by a blank line, are the question embedded and
+    scored ([authors' code] Richard-zrx/ADS @ a4717d3 src/data_utils.py:55-65, 76-79; before: the last one only)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    rows, r = read_rows(arithmetic), 3
+    last = rows[r]["prompt"][-1]["content"]
+    rows[r]["prompt"] = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": " Solve this. "},
+                         {"role": "assistant", "content": "Which one?"}, {"role": "user", "content": " "},
+                         {"role": "user", "content": last}]
+    inp, out = write_rows(rows, tmp_path / "multi.parquet"), tmp_path / "out.parquet"
+    settings = Settings(str(inp), str(out), clusters=K, solution_field="worked")
+    questions = load_samples(settings)[1]
+    assert questions[r] == "Solve this.\n\n" + last.strip()
+    assert questions[r + 1] == rows[r + 1]["prompt"][-1]["content"].strip()  # one user message: its text
+
+    assert _run(inp, out, "--solution-field", "worked") == 0
+    summary = json.loads(out.with_suffix(".clusters.json").read_text())
+    chunk = np.load(Path(summary["chunks"][f"causal_lm:{TINY}"]["cache"]) / f"chunk_{r // CHUNK:05d}.npz")
+    path = embedded_model_path(num_layers=2)
+    tok = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    prefix = tok(f"Question:\nSolve this.\n\n{last.strip()}\n\nAnswer:\n", add_special_tokens=False)["input_ids"]
+    ids = prefix + tok(worked_solution(rows[r]), add_special_tokens=False)["input_ids"]
+    with torch.no_grad():
+        hidden = model(torch.tensor([ids]), output_hidden_states=True).hidden_states[-1][0]
+    np.testing.assert_allclose(chunk["embedding"][r % CHUNK], hidden.mean(0).numpy(), atol=1e-4)
+
+
 def test_finite_difficulty_refuses_nan_and_all_over_long():
     difficulty, over_long = clustering.finite_difficulty(np.array([0.5, np.inf, 2.0, np.inf]))
     assert difficulty.tolist() == [0.5, 3.0, 2.0, 3.0] and over_long.tolist() == [1, 3]
