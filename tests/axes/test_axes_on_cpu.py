@@ -190,7 +190,8 @@ def test_filter_chain_runs_each_filter_on_what_the_previous_kept():
 
 def test_replay_fifo_stores_informative_groups_and_replays_a_fraction_of_groups():
     """DOTS+RR's buffer by group: mixed-reward groups kept, a task's newest group replacing its older one (even an
-    uninformative one), the newest ``capacity`` groups, ``fraction / (1 - fraction) x`` fresh groups replayed."""
+    uninformative one), the older ones trimmed to the newest ``capacity - fresh_groups`` (here none),
+    ``fraction / (1 - fraction) x`` fresh groups replayed."""
     from verl_ext.axes import RolloutView, build_filter
     from verl_ext.axes.views import rollout_ids
 
@@ -202,7 +203,8 @@ def test_replay_fifo_stores_informative_groups_and_replays_a_fraction_of_groups(
     def group(step, g):
         return rollout_ids(step, 2 * g + 2)[2 * g:].tolist()
 
-    f = build_filter({"name": "replay_fifo", "capacity": 3, "fraction": 0.5, "first_round_steps": 0}, 0)
+    f = build_filter({"name": "replay_fifo", "capacity": 3, "fraction": 0.5, "fresh_groups": 3,
+                      "first_round_steps": 0}, 0)
     assert f.replays
     # step 1: tasks 10 (mixed), 11 (all right), 12 (mixed), 13 (all wrong)
     assert f.select(1, view(1, [10, 11, 12, 13], [1, 0, 1, 1, 0, 1, 0, 0])).tolist() == list(range(8))
@@ -211,8 +213,8 @@ def test_replay_fifo_stores_informative_groups_and_replays_a_fraction_of_groups(
     # step 2: task 12 again (now all right: its stored group leaves), 14 and 15 mixed, 16 mixed
     f.select(2, view(2, [12, 14, 15, 16], [1, 1, 0, 1, 1, 0, 1, 0]))
     assert sorted(f.replay().tolist()) == sorted(group(1, 0) + group(1, 2))  # wants 4 groups, had 2, both whole
-    assert sorted(f.stored().tolist()) == sorted(group(2, 1) + group(2, 2) + group(2, 3))  # capacity 3: 10 evicted
-    g = build_filter({"name": "replay_fifo", "capacity": 3, "fraction": 0.2}, 0)
+    assert sorted(f.stored().tolist()) == sorted(group(2, 1) + group(2, 2) + group(2, 3))  # 3 - 3 kept: 10 evicted
+    g = build_filter({"name": "replay_fifo", "capacity": 3, "fraction": 0.2, "fresh_groups": 3}, 0)
     g.load_state_dict(f.state_dict())
     g.select(3, view(3, [20, 21, 22, 23], [0, 0] * 4))
     replayed = g.replay().tolist()

@@ -41,9 +41,9 @@ SELECTORS = {
              "target": 0.5, "temperature": 0.001, "calibrate": True, "predictor": "adapter"},
 }
 # DOTS+RR [authors' code]: rounds of 2 steps, the reference set measured apart; B = 128 fresh prompts per step in the
-# first round, sigma B = 64 after, as many groups replayed from a buffer of one batch
+# first round, sigma B = 64 after, as many groups replayed from a buffer of one batch, every trim keeping 128 - 64
 DOTS_RR = ["rollout_filter=replay_fifo", "rollout_filter.capacity=128", "rollout_filter.fraction=0.5",
-           "data.train_batch_size=128", "selector.protocol=measured", "selector.round_steps=2",
+           "rollout_filter.fresh_groups=64", "data.train_batch_size=128", "selector.protocol=measured", "selector.round_steps=2",
            "selector.fresh_fraction=0.5", "selector.reference_size=64", "selector.predictor=adapter"]
 BENCHMARKS = ("math500", "aime24", "aime25", "minerva", "amc23", "gpqa_diamond")  # in training (MMLU-Pro: final)
 ALL_BENCHMARKS = (*BENCHMARKS, "mmlu_pro")
@@ -108,8 +108,8 @@ def _check_selector(cfg, choice: str) -> None:
         assert cfg.selector.embedding_file == cfg.data.train_files.replace(".parquet", ".embeddings.npy")
         # the authors' trained predictor, written beside them by prepare_data.sh step 5
         assert cfg.selector.predictor_file == cfg.data.train_files.replace("train.parquet", "dots_predictor.pt")
-        assert (cfg.rollout_filter.name, cfg.rollout_filter.capacity, cfg.rollout_filter.fraction) == (
-            "replay_fifo", 128, 0.5)
+        assert (cfg.rollout_filter.name, cfg.rollout_filter.capacity, cfg.rollout_filter.fraction,
+                cfg.rollout_filter.fresh_groups) == ("replay_fifo", 128, 0.5, 64)
         assert cfg.data.train_batch_size == 128 and rollout_budget(cfg) == 128 * 8
     else:  # all-wrong groups dropped (the code extra); 128 prompts x 8
         assert (cfg.rollout_filter.name, cfg.rollout_filter.drop) == ("drop_degenerate", "all_wrong")
@@ -258,7 +258,8 @@ def test_cpu_preset_composes_for_the_cpu(selector):
         assert (cfg.data.train_batch_size, rollout_budget(cfg), cfg.selector.reference_size) == (2, 8, 1)
         assert cfg.selector.embedding_file == "/d/arithmetic_ads/train.embeddings.npy"
         assert (cfg.selector.predictor, cfg.selector.predictor_file) == ("attention", None)  # no trained one here
-        assert cfg.rollout_filter.name == "replay_fifo"
+        assert (cfg.rollout_filter.name, cfg.rollout_filter.capacity, cfg.rollout_filter.fresh_groups) == (
+            "replay_fifo", 8, 1)
     else:
         assert (cfg.data.train_batch_size, rollout_budget(cfg)) == (4, 16)
         assert (cfg.rollout_filter.name, cfg.rollout_filter.drop) == ("drop_degenerate", "all_wrong")

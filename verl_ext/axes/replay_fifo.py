@@ -10,9 +10,12 @@ As the authors' trainer does (ASTRAL-Group/data-efficient-llm-rl @ 59df918,
    ``fraction = 1 - σ`` and ``σ B`` fresh groups, so replayed groups always come from earlier steps. They stay stored.
    **No draw in the first round** [authors' code]: the first ``first_round_steps`` steps (the authors' ``mu = 2``
    steps of epoch 0, RT:986-996) only fill the buffer.
-2. **Trim** [authors' code] the stored groups to the newest ``capacity − fresh groups`` (RT:118-124:
-   ``buffer_size − σ B``; none left when that is ≤ 0), so the buffer holds at most ``capacity`` groups once the
-   step's groups are in.
+2. **Trim** [authors' code] the stored groups to the newest ``capacity − fresh_groups`` in every step, the first
+   round included (RT:118-124: ``buffer_size − int(σ B)``, ``fresh_groups`` = σ B; called at RT:992 in epoch 0 and
+   RT:1001 after; none left when ``fresh_groups = capacity``; a larger σ B is refused: their slice
+   ``[-remaining_budget*8:]`` would then drop only the oldest groups). A first-round step serves ``B`` groups
+   (RT:906-921), so ``capacity − σ B`` of the previous step's groups stay beside them (the recipe: 64 of step 1's
+   128); after it the buffer holds at most ``capacity`` groups once the step's σ B are in.
 3. **Store** the step's groups, a task's newest group replacing its older one (the authors' de-duplication by last
    occurrence, RT:70-83, also when the new group is not kept), except groups whose rewards are all equal
    (:attr:`GroupRewards.degenerate`, the project's one definition).
@@ -23,7 +26,7 @@ The two rules part only on **equal non-binary** rewards (e.g. eight format score
 such a group, whose group-relative advantage is zero, here it is dropped as degenerate like every other filter does
 (and, with rewards outside [0, 1], a mixed group with mean 0 or 1, e.g. {-1, 1}, which they drop, is kept here).
 With ``data.train_batch_size = σ B`` the update holds ``B`` groups of which ``σ B`` were generated this step:
-the paper's σ = 0.5, ``capacity`` = the authors' ``buffer_size`` = ``B``.
+the paper's σ = 0.5, ``capacity`` = the authors' ``buffer_size`` = ``B``, ``fresh_groups`` = σ B.
 
 Replayed rollouts keep their generation-time advantages (:mod:`verl_ext.trainer.replay`). Their loss: the paper's
 modified replay loss as the authors compute it (``correction=decoupled``; [authors' code]
@@ -47,11 +50,13 @@ from verl_ext.axes.views import GroupRewards, RolloutView
 
 @dataclass(frozen=True)
 class ReplayFifoFilterConfig:
-    """A buffer of at most ``capacity`` informative groups; ``fraction`` of each update's groups replayed."""
+    """A buffer of informative groups trimmed to ``capacity - fresh_groups`` each step; ``fraction`` of each update's
+    groups replayed."""
 
     name: str = "replay_fifo"
     capacity: int = 128  # groups (the authors' buffer_size: one training batch of prompts, 512 of 512)
     fraction: float = 0.5  # replayed share of the update's groups (1 - σ)
+    fresh_groups: int = 64  # σ B, the fresh groups of a step after the first round: each trim keeps capacity - σ B
     first_round_steps: int = 2  # [authors' code] steps that only fill the buffer (mu = 2, final_ds_teacher_replay.sh)
     correction: str = "decoupled"  # decoupled (π_old recomputed, weight π_old/μ) | stored (ratio against μ)
 
@@ -59,6 +64,9 @@ class ReplayFifoFilterConfig:
         if self.capacity < 1 or not 0.0 <= self.fraction < 1.0:
             raise ValueError(f"rollout_filter=replay_fifo: capacity={self.capacity} must be >= 1 and "
                              f"fraction={self.fraction} in [0, 1)")
+        if not 1 <= self.fresh_groups <= self.capacity:
+            raise ValueError(f"rollout_filter=replay_fifo: fresh_groups={self.fresh_groups} (σ B) must be in "
+                             f"[1, capacity={self.capacity}]")
         if self.first_round_steps < 0:
             raise ValueError(f"rollout_filter=replay_fifo: first_round_steps={self.first_round_steps} must be >= 0")
         if self.correction not in ("decoupled", "stored"):
@@ -90,8 +98,7 @@ class ReplayFifoFilter(RolloutFilter):
         k = min(want, len(tasks))
         picked = self.rng.choice(tasks, size=k, replace=False) if k else np.zeros(0, np.int64)
         self._replay = np.sort(np.concatenate([self.groups[int(t)] for t in picked])) if k else np.zeros(0, np.int64)
-        keep_older = max(c.capacity - fresh, 0)
-        trimmed = max(len(self.groups) - keep_older, 0)
+        trimmed = max(len(self.groups) - (c.capacity - c.fresh_groups), 0)
         for task in list(self.groups)[:trimmed]:  # oldest first
             del self.groups[task]
         stored_now = 0
