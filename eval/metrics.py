@@ -15,6 +15,7 @@ Pure NumPy, vectorised over problems / prompts / steps:
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
@@ -188,6 +189,23 @@ def degenerate_group_rate(groups: ArrayLike, rewards: ArrayLike) -> float:
     from verl_ext.axes.views import GroupRewards  # verl_ext.axes imports torch: only when a rate is computed
 
     return float(np.mean(GroupRewards.of(groups, rewards).degenerate))
+
+
+def expected_uniform_rates(successes: ArrayLike, samples: int, rollouts: int) -> tuple[float, float]:
+    """Expected effective task ratio and degenerate-group rate of a uniform draw from a pool when each drawn task gets
+    ``rollouts`` rollouts of 0/1 reward, from each task's ``successes`` in ``samples`` reference samples: the
+    posterior predictive of the rollouts under a Beta(1, 1) prior [decision: the plug-in rate would call a task with
+    no reference success degenerate for certain, from as few as 4 samples]. A group of 0/1 rewards is degenerate
+    exactly when none or all succeed, so the two rates sum to 1."""
+    s = np.asarray(successes, dtype=np.float64)
+    if not np.all(np.isfinite(s)) or np.any((s < 0) | (s > samples)) or samples < 1 or rollouts < 1:
+        raise ValueError(f"expected_uniform_rates: successes must lie in [0, {samples}], samples and rollouts >= 1")
+    a, b = 1.0 + s, 1.0 + samples - s
+    log_beta = np.vectorize(lambda x, y: math.lgamma(x) + math.lgamma(y) - math.lgamma(x + y))
+    none = np.exp(log_beta(a, b + rollouts) - log_beta(a, b))
+    every = np.exp(log_beta(a + rollouts, b) - log_beta(a, b))
+    degenerate = float(np.mean(np.minimum(none + every, 1.0)))  # 1 + 1e-16 from the logs' rounding
+    return 1.0 - degenerate, degenerate
 
 
 def _log_series(run_dir: str | os.PathLike, key: str,

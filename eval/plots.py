@@ -1,12 +1,13 @@
 """Training and evaluation plots of several runs (PNG, matplotlib Agg).
 
-    python -m eval.plots --runs NAME=RUN_DIR [NAME=RUN_DIR ...] --out DIR
+    python -m eval.plots --runs NAME=RUN_DIR [NAME=RUN_DIR ...] --out DIR [--baseline LABEL:etr=V,degenerate=V ...]
 
 Writes into DIR, each only when some run has the data (otherwise it says what it skipped):
 
 * ``eval_<benchmark>.png``, ``eval_aggregated.png``: evaluation accuracy over steps, a line per run
   (:attr:`eval.run_logs.Run.curve`; aggregated = mean over the benchmarks every run evaluated);
-* ``etr.png``: effective task ratio over steps;
+* ``etr.png``, ``degenerate.png``: effective task ratio and degenerate-group rate over steps, with any
+  ``--baseline`` of theirs as a dashed line (e.g. what a uniform draw would give: ``verl_ext.apps.demo``);
 * ``rollouts_per_task.png``: per run, the fraction of selected tasks per rollout-count bin over steps
   (from the step dumps' counts);
 * ``cluster_probs.png``: per run, ``data_selection/selector/cluster_prob/*`` over steps (ADS);
@@ -17,6 +18,7 @@ Writes into DIR, each only when some run has the data (otherwise it says what it
 from __future__ import annotations
 
 import argparse
+from functools import partial
 from pathlib import Path
 
 import matplotlib
@@ -26,16 +28,21 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from eval.metrics import PASS_RATE_BINS, aggregate_curves, etr_over_steps, pass_rate_bin  # noqa: E402
+from eval.metrics import (PASS_RATE_BINS, aggregate_curves, degenerate_rate_over_steps, etr_over_steps,  # noqa: E402
+                          pass_rate_bin)
 from eval.run_logs import Run, parse_runs  # noqa: E402
 
 CLUSTER_PREFIX = "data_selection/selector/cluster_prob/"
 
 
-def _lines(path: Path, title: str, ylabel: str, series: dict[str, tuple[np.ndarray, np.ndarray]]) -> Path:
+def _lines(path: Path, title: str, ylabel: str, series: dict[str, tuple[np.ndarray, np.ndarray]],
+           baselines: dict[str, float] | None = None) -> Path:
+    """A line per run; each baseline a dashed horizontal line with its label."""
     fig, ax = plt.subplots(figsize=(6, 4))
     for name, (x, y) in series.items():
         ax.plot(x, y, marker="o", markersize=3, label=name)
+    for (label, value), color in zip((baselines or {}).items(), ("0.4", "0.65", "0.25")):
+        ax.axhline(value, linestyle="--", color=color, label=label)
     ax.set(title=title, xlabel="step", ylabel=ylabel)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.grid(alpha=0.3)
@@ -95,10 +102,17 @@ def eval_curves(runs: dict[str, Run], out: Path) -> list[Path]:
     return written
 
 
-def etr(runs: dict[str, Run], out: Path) -> list[Path]:
+def etr(runs: dict[str, Run], out: Path, baselines: dict[str, float] | None = None) -> list[Path]:
     series = {name: etr_over_steps(run.path) for name, run in runs.items()}
     series = {name: s for name, s in series.items() if len(s[0])}
-    return [_lines(out / "etr.png", "effective task ratio", "ETR", series)] if series else []
+    return [_lines(out / "etr.png", "effective task ratio", "ETR", series, baselines)] if series else []
+
+
+def degenerate(runs: dict[str, Run], out: Path, baselines: dict[str, float] | None = None) -> list[Path]:
+    series = {name: degenerate_rate_over_steps(run.path) for name, run in runs.items()}
+    series = {name: s for name, s in series.items() if len(s[0])}
+    return ([_lines(out / "degenerate.png", "degenerate groups (all rewards equal)", "rate", series, baselines)]
+            if series else [])
 
 
 def rollouts_per_task(runs: dict[str, Run], out: Path) -> list[Path]:
@@ -151,20 +165,40 @@ def selected_pass_rates(runs: dict[str, Run], out: Path) -> list[Path]:
             if maps else [])
 
 
-PLOTS = {"evaluation curves": eval_curves, "ETR": etr, "rollouts per task": rollouts_per_task,
-         "cluster probabilities": cluster_probs, "selected-task pass rates": selected_pass_rates}
+def parse_baselines(specs: list[str]) -> dict[str, dict[str, float]]:
+    """``LABEL:etr=V,degenerate=V`` specs -> {plot: {label: value}}."""
+    baselines: dict[str, dict[str, float]] = {"etr": {}, "degenerate": {}}
+    for spec in specs:
+        label, sep, values = spec.rpartition(":")
+        try:
+            pairs = [v.split("=", 1) for v in values.split(",")]
+            parsed = {key: float(value) for key, value in pairs}
+        except ValueError:
+            parsed = {}
+        if not sep or not label or not parsed or not set(parsed) <= set(baselines):
+            raise SystemExit(f"--baseline {spec!r}: expected LABEL:etr=V,degenerate=V (either or both)")
+        for key, value in parsed.items():
+            baselines[key][label] = value
+    return baselines
 
 
 def main(argv: list[str] | None = None) -> list[Path]:
     parser = argparse.ArgumentParser(prog="python -m eval.plots", description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", nargs="+", required=True, metavar="NAME=RUN_DIR")
     parser.add_argument("--out", required=True, help="folder for the PNGs (created)")
+    parser.add_argument("--baseline", nargs="*", default=[], metavar="LABEL:etr=V,degenerate=V",
+                        help="dashed reference lines on the ETR and degenerate-group plots")
     args = parser.parse_args(argv)
     runs = {name: Run(name, path) for name, path in parse_runs(args.runs).items()}
+    baselines = parse_baselines(args.baseline)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    plots = {"evaluation curves": eval_curves, "ETR": partial(etr, baselines=baselines["etr"]),
+             "degenerate groups": partial(degenerate, baselines=baselines["degenerate"]),
+             "rollouts per task": rollouts_per_task, "cluster probabilities": cluster_probs,
+             "selected-task pass rates": selected_pass_rates}
     written = []
-    for what, plot in PLOTS.items():
+    for what, plot in plots.items():
         paths = plot(runs, out)
         for path in paths:
             print(f"wrote {path}")

@@ -37,22 +37,28 @@ def test_selection_signal_reads_the_targets_from_metrics_dumps_and_reference_rat
     pool = write_rows(rows, tmp_path / "pool.parquet")
     run = tmp_path / "run"
     _write_run(run, {
-        1: {"metrics": {"critic/score/mean": 0.3, "data_selection/effective_task_ratio": 0.5},
+        1: {"metrics": {"critic/score/mean": 0.3, "data_selection/effective_task_ratio": 0.5,
+                        "data_selection/degenerate_group_rate": 0.5},
             "dump": {"tasks": [1, 2], "counts": [2, 2], "rollout_task": [1, 1, 2, 2],
                      "rollout_reward": [1.0, 0.0, 1.0, 1.0]}},
-        2: {"metrics": {"critic/score/mean": 0.6, "data_selection/effective_task_ratio": 1.0},
+        2: {"metrics": {"critic/score/mean": 0.6, "data_selection/effective_task_ratio": 1.0,
+                        "data_selection/degenerate_group_rate": 0.0},
             "dump": {"tasks": [1, 3], "counts": [3, 1], "rollout_task": [1, 1, 1, 3],
                      "rollout_reward": [1.0, 0.0, 0.1, 0.0]}},
     })
-    s = demo.selection_signal(run, pool)
+    s = demo.selection_signal(run, pool, ref_n=4, rollouts_per_task=2)
     assert s["steps"] == 2 and s["reward_step1"] == 0.3 and s["etr_mean"] == pytest.approx(0.75)
+    # a uniform draw, 2 rollouts a task, from 0, 2, 4, 1 reference successes of 4 (eval.metrics' hand case)
+    assert s["uniform_expected_degenerate"] == pytest.approx(114 / 168) and s["degenerate_mean"] == 0.25
+    assert s["uniform_expected_etr"] == pytest.approx(54 / 168) and s["uniform_rollouts_per_task"] == 2
     assert s["steps_with_unequal_counts"] == 1
     # observed pass rates (success = reward >= 1): step 1: 0.5, 1.0; step 2: 1/3, 0.0
     assert s["distance_selected_observed"] == pytest.approx(np.mean([0.0, 0.5, 0.5 - 1 / 3, 0.5]))
     assert s["distance_selected_reference"] == pytest.approx(np.mean([0.0, 0.5, 0.0, 0.25]))
     assert s["distance_uniform_reference"] == pytest.approx(np.mean([0.5, 0.0, 0.5, 0.25]))
     missed = demo.print_summary(s, None, None)
-    assert missed == []  # 0.3 in [0.2, 0.8], ETR 0.75, unequal counts, 0.1875 < 0.3125
+    assert missed == []  # 0.3 in [0.2, 0.8], ETR 0.75, degenerate 0.25 < 0.68, unequal counts, 0.1875 < 0.3125
+    assert demo.print_summary(s | {"degenerate_mean": 0.7}, None, None) == ["fewer_degenerate"]
 
 
 def test_heldout_change_pairs_tasks_and_refuses_different_sets(tmp_path):
@@ -95,5 +101,7 @@ def test_demo_end_to_end_on_the_truncated_model(tmp_path):
     assert summary["selection"]["steps"] == 2 and summary["heldout"]["tasks"] == 2
     assert "held-out accuracy (2 unseen tasks x 2 samples" in proc.stdout
     assert (out / "report" / "etr.png").is_file() and (out / "report" / "rollouts_per_task.png").is_file()
+    assert (out / "report" / "degenerate.png").is_file() and "expected from the warm start's reference rates" in proc.stdout
+    assert 0 <= summary["selection"]["uniform_expected_etr"] <= 1 and summary["selection"]["uniform_rollouts_per_task"] == 3
     warm = json.loads(next(root.glob("*-sft-arithmetic_easy-*/verl_ext_embedded.json")).read_text())
     assert warm["heldout"] is None and warm["sft_loss_last"] < warm["sft_loss_first"]  # measured by the demo

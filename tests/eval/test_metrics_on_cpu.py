@@ -15,6 +15,7 @@ import pytest
 from verl_ext.rewards import countdown
 
 from eval.metrics import (
+    expected_uniform_rates,
     PASS_RATE_BINS,
     aggregate_curves,
     all_success_rate,
@@ -159,6 +160,17 @@ def test_etr_and_degenerate_groups():
     assert degenerate_group_rate([5, 5, 1, 1, 9, 9, 9], [1, 1, 0, 1, 0.1, 0.1, 0.1]) == pytest.approx(2 / 3)
     summary = mean_se([0.2, 0.4, 0.3])
     assert summary.mean == pytest.approx(0.3) and summary.se == pytest.approx(0.1 / math.sqrt(3)) and summary.n == 3
+
+
+def test_expected_uniform_rates_by_hand():
+    # 2 rollouts a task, Beta(1 + s, 1 + 4 - s) after s of 4 reference successes: P(none) = b(b + 1) / 42,
+    # P(both) = a(a + 1) / 42 (a + b = 6); s = 0, 2, 4, 1 -> 32, 24, 32, 26 of 42 degenerate
+    etr, degenerate = expected_uniform_rates([0, 2, 4, 1], samples=4, rollouts=2)
+    assert degenerate == pytest.approx(114 / 168) and etr == pytest.approx(54 / 168)
+    assert expected_uniform_rates([1], samples=2, rollouts=1) == (0.0, 1.0)  # one rollout: always degenerate
+    for bad in ([5], [-1], [float("nan")]):
+        with pytest.raises(ValueError, match="successes must lie in"):
+            expected_uniform_rates(bad, samples=4, rollouts=2)
 
 
 def test_run_dir_readers(tmp_path):

@@ -281,15 +281,22 @@ def test_plots(bots_runs, tmp_path):
     run = bots_runs["bots"]
     for step, (tasks, counts, rewards) in {1: ([3, 4], [2, 4], [1, 0, 0, 0, 0, 0]),
                                            2: ([3, 5], [4, 2], [1, 1, 1, 1, 0, 1])}.items():
+        rollout_task = [t for t, c in zip(tasks, counts) for _ in range(c)]
         records.write_dump(run, step, {"tasks": tasks, "counts": counts, "rollout_reward": rewards,
-                                       "rollout_task": [t for t, c in zip(tasks, counts) for _ in range(c)]})
+                                       "rollout_task": rollout_task, "rollout_group": rollout_task})
     ads = tmp_path / "ads"
     prob = "data_selection/selector/cluster_prob/"
     write_metrics(ads, {s: {prob + "0": p, prob + "1": 1 - p} for s, p in ((1, 0.5), (2, 0.7))})
     written = plots.main(["--runs", *(f"{n}={p}" for n, p in bots_runs.items()), f"ads={ads}",
-                          "--out", str(tmp_path / "png")])
+                          "--out", str(tmp_path / "png"), "--baseline", "uniform:etr=0.4,degenerate=0.6"])
     assert {p.name for p in written} == {"eval_math500.png", "eval_aime24.png", "eval_aggregated.png", "etr.png",
-                                         "rollouts_per_task.png", "cluster_probs.png", "selected_pass_rate.png"}
+                                         "degenerate.png", "rollouts_per_task.png", "cluster_probs.png",
+                                         "selected_pass_rate.png"}
+    assert plots.parse_baselines(["uniform (expected):etr=0.4", "b:degenerate=0.5,etr=0.1"]) == {
+        "etr": {"uniform (expected)": 0.4, "b": 0.1}, "degenerate": {"b": 0.5}}
+    for bad in ("etr=0.4", "u:etr", "u:loss=1", "u:etr=x"):
+        with pytest.raises(SystemExit, match="expected LABEL:etr=V,degenerate=V"):
+            plots.parse_baselines([bad])
     for p in written:
         data = p.read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 1000

@@ -11,8 +11,8 @@
    BOTS picks ``--tasks`` tasks whose posterior pass rate is nearest 0.5 and CoBA-RL splits
    ``--budget`` rollouts among them. One console line per step; verl's own output goes to a log file.
 5. **Held-out accuracy after RL**, the paired bootstrap CI of the change, the method's targets
-   (step-1 reward, ETR, unequal rollout counts, selected pass rates against a uniform draw's) and
-   PNGs under ``<out>/report``.
+   (step-1 reward, ETR and degenerate groups beside a uniform draw's expected ones, unequal rollout counts,
+   selected pass rates against a uniform draw's) and PNGs under ``<out>/report``.
 
 Everything after ``--`` is passed to the trainer as Hydra overrides, e.g. another method:
 ``python -m verl_ext.apps.demo -- selector=uniform allocator=fixed`` (plain GRPO).
@@ -176,10 +176,13 @@ def train(out: Path, warm: str, pool_ref: Path, heldout: Path, args, extra: list
 
 
 # ---------------------------------------------------------------------------------------- summary
-def selection_signal(run: Path, pool_ref: Path) -> dict:
-    """The method's targets from the run's metrics and step dumps (see :func:`print_summary`)."""
+def selection_signal(run: Path, pool_ref: Path, ref_n: int, rollouts_per_task: int) -> dict:
+    """The method's targets from the run's metrics and step dumps (see :func:`print_summary`), beside what a uniform
+    draw from the same pool would give with ``rollouts_per_task`` rollouts each (plain GRPO on the same budget):
+    its expected ETR and degenerate-group rate from the warm start's reference pass rates (``ref_n`` samples a
+    task; :func:`eval.metrics.expected_uniform_rates`), no extra run."""
     from data_prep.schema import read_rows
-    from eval.metrics import task_pass_rates
+    from eval.metrics import expected_uniform_rates, task_pass_rates
 
     metrics, dumps = _records().read_metrics(run), _records().read_dumps(run)
     steps = sorted(metrics)
@@ -193,10 +196,17 @@ def selection_signal(run: Path, pool_ref: Path) -> dict:
         selected_ref.extend(strong[int(t)] for t in d["tasks"])
         unequal += int(min(d["counts"]) != max(d["counts"]))
     pool_ref_rates = np.asarray(list(strong.values()))
+    uniform_etr, uniform_degenerate = expected_uniform_rates(np.round(pool_ref_rates * ref_n), ref_n,
+                                                             rollouts_per_task)
     return {
         "steps": len(steps),
         "reward_step1": metrics[steps[0]].get("critic/score/mean") if steps else None,
         "etr_mean": float(np.mean([metrics[s]["data_selection/effective_task_ratio"] for s in steps])) if steps else None,
+        "degenerate_mean": (float(np.mean([metrics[s]["data_selection/degenerate_group_rate"] for s in steps]))
+                            if steps else None),
+        "uniform_rollouts_per_task": rollouts_per_task,
+        "uniform_expected_etr": uniform_etr,
+        "uniform_expected_degenerate": uniform_degenerate,
         "steps_with_unequal_counts": unequal,
         "distance_selected_observed": float(np.mean(np.abs(np.asarray(observed) - 0.5))) if observed else None,
         "distance_selected_reference": float(np.mean(np.abs(np.asarray(selected_ref) - 0.5))) if selected_ref else None,
@@ -239,8 +249,13 @@ def print_summary(signal: dict, change: dict | None, args) -> list[str]:
     r1, etr = signal["reward_step1"], signal["etr_mean"]
     target(r1 is not None and 0.2 <= r1 <= 0.8, f"mean training reward at step 1: {r1:.2f} (target 0.2-0.8)",
            "reward_step1")
+    uniform = (f"a uniform draw with {signal['uniform_rollouts_per_task']} rollouts a task: expected from the warm "
+               "start's reference rates")
     target(etr is not None and etr >= 0.5, f"effective task ratio (tasks with 0 < pass rate < 1), mean over steps: "
-           f"{etr:.2f} (target >= 0.5)", "etr")
+           f"{etr:.2f} (target >= 0.5; {uniform}: {signal['uniform_expected_etr']:.2f})", "etr")
+    degenerate, uniform_degenerate = signal["degenerate_mean"], signal["uniform_expected_degenerate"]
+    target(degenerate is not None and degenerate < uniform_degenerate, f"degenerate groups (all rewards equal), mean "
+           f"over steps: {degenerate:.2f} vs {uniform_degenerate:.2f} for {uniform}", "fewer_degenerate")
     target(signal["steps_with_unequal_counts"] > 0, f"steps where CoBA-RL gave tasks unequal rollout counts: "
            f"{signal['steps_with_unequal_counts']} of {signal['steps']}", "unequal_counts")
     sel, uni = signal["distance_selected_reference"], signal["distance_uniform_reference"]
@@ -312,13 +327,15 @@ def main(argv: list[str] | None = None) -> int:
         evaluate.main(["--run", str(run), "--steps", f"0,{args.steps}", "--base-model", warm,
                        *evaluate_args(warm, heldout, args)])
         change = heldout_change(step0 / TASK / "samples.jsonl", run / "eval" / f"step_{args.steps}" / TASK / "samples.jsonl")
-    signal = selection_signal(run, pool_ref)
+    signal = selection_signal(run, pool_ref, args.ref_n, max(1, round(args.budget / args.tasks)))
     missed = print_summary(signal, change, args)
     report = out / "report"
     report.mkdir(parents=True, exist_ok=True)
     (report / "summary.json").write_text(json.dumps({"selection": signal, "heldout": change, "missed": missed},
                                                     indent=2))
-    pngs = plots.main(["--runs", f"bots+coba={run}", "--out", str(report)])
+    pngs = plots.main(["--runs", f"bots+coba={run}", "--out", str(report), "--baseline",
+                       f"uniform (expected):etr={signal['uniform_expected_etr']:.4f},"
+                       f"degenerate={signal['uniform_expected_degenerate']:.4f}"])
     print(f"\nplots: {', '.join(str(p) for p in pngs)}\nsummary: {report / 'summary.json'}")
     print(f"demo finished in {time.monotonic() - start:.0f} s")
     return 0
