@@ -370,15 +370,6 @@ def run_backend(config_path: Path, backend: AttentionBackend, device: str, steps
 
 
 # ------------------------------------------------------------------ the command: each backend under its guard
-def _skip_reason(backend: AttentionBackend, device: str) -> str | None:
-    if device == "cpu" and not backend.cpu_backward:
-        return "skipped: torch has no backward for it on CPU"
-    if device == "cpu" and backend.requires is not None:
-        return "skipped: CUDA kernel"
-    reason = backend.unavailable()
-    return f"skipped: {reason}" if reason else None
-
-
 def guarded_run(backend: AttentionBackend, config_path: Path, workdir: Path, device: str, steps: int,
                 micro_batches: int, guard_s: float) -> dict:
     """Run the backend in a child process; stop it (and its children) at ``guard_s``. The row says how it ended."""
@@ -496,7 +487,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("no CUDA device visible to torch; --cpu runs the dry run")
     import tempfile
 
-    from verl_ext.apps.bench.attention import environment
+    from verl_ext.apps.bench.attention import environment, skip_reason
 
     deadline = time.monotonic() + (args.budget_s if args.budget_s is not None else math.inf)
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="verl_actor_"))
@@ -519,7 +510,9 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(changes_report(result["changes"])), flush=True)
     for name in args.backends:
         backend = get_backend(name)
-        reason = _skip_reason(backend, device)
+        reason = skip_reason(backend, device)
+        if reason is not None and not reason.startswith("skipped"):  # backend.unavailable()'s words
+            reason = f"skipped: {reason}"
         if reason is None and time.monotonic() > deadline:
             reason = "skipped: time budget spent"
         guard = min(args.guard_s, max(1.0, deadline - time.monotonic()))

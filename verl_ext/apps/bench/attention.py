@@ -176,7 +176,9 @@ def _short(error: BaseException) -> str:
     return f"{type(error).__name__}: {str(error).strip().splitlines()[0][:160] if str(error).strip() else ''}"
 
 
-def _skip_reason(backend: AttentionBackend, device: str, backward: bool = True) -> str | None:
+def skip_reason(backend: AttentionBackend, device: str, backward: bool = True) -> str | None:
+    """Why ``backend`` cannot be measured on ``device`` here (a CPU has no flex backward and no CUDA kernels), or
+    None."""
     if device == "cpu" and backward and not backend.cpu_backward:
         return "skipped: torch has no backward for it on CPU"
     if device == "cpu" and backend.requires is not None:
@@ -187,7 +189,7 @@ def _skip_reason(backend: AttentionBackend, device: str, backward: bool = True) 
 def _bench_backend(backend: AttentionBackend, config, device: str, size: str, tokens: tuple[int, ...],
                    repeats: int, deadline: float) -> Iterator[dict]:
     """The backend's row at each micro-batch size, on one model (freed at the end)."""
-    reason = _skip_reason(backend, device)
+    reason = skip_reason(backend, device)
     model = None
     for t in tokens:
         lengths = micro_batch_lengths(t, size)
@@ -427,7 +429,7 @@ def run_steps(size: str, device: str, tokens: int, steps: int, backends: list[st
     env = environment(device)
     results: list[dict] = []
     for name in backends or list(BACKENDS):
-        reason = _skip_reason(BACKENDS[name], device, backward=not forward_only)
+        reason = skip_reason(BACKENDS[name], device, backward=not forward_only)
         try:
             result = ({"backend": name, "tokens": tokens, "status": reason} if reason else
                       actor_steps(BACKENDS[name], config, device, size, tokens, steps, forward_only=forward_only,
