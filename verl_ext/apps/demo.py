@@ -278,6 +278,13 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     own = argv[: argv.index("--")] if "--" in argv else argv
     parser = argparse.ArgumentParser(prog="python -m verl_ext.apps.demo", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_options(parser)
+    parser.add_argument("--seed", type=int, default=0)
+    return parser.parse_args(own), extra
+
+
+def add_options(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The demo's setting (also :mod:`verl_ext.apps.study`'s): output, steps, pool, budget, evaluation, model."""
     parser.add_argument("--out", default="outputs/demo")
     parser.add_argument("--steps", type=int, default=5, help="RL steps")
     parser.add_argument("--tasks", type=int, default=6, help="tasks selected per step")
@@ -289,8 +296,7 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--eval-tasks", type=int, default=32, help="held-out tasks (0: no evaluation)")
     parser.add_argument("--eval-k", type=int, default=10, help="samples per held-out task")
     parser.add_argument("--num-layers", type=int, default=None, help="truncated model (tests: fast, meaningless)")
-    parser.add_argument("--seed", type=int, default=0)
-    return parser.parse_args(own), extra
+    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
