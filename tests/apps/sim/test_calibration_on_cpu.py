@@ -4,13 +4,19 @@ as the trainer writes them, the simulator on a world fitted to a small pool; no 
 import numpy as np
 import pytest
 
+from verl_ext.apps import study
 from verl_ext.apps.sim import calibration
 
 
 def test_a_real_runs_dumps_give_the_simulators_per_step_metrics():
-    dumps = {2: {"rollout_task": [7, 7, 9, 9], "rollout_reward": [1.0, 0.0, 1.0, 1.0], "counts": [2, 2]},
-             1: {"rollout_task": [3, 3, 3, 5], "rollout_reward": [0.0, 0.0, 0.0, 1.0], "counts": [3, 1]}}
-    series = calibration.series_of_dumps(dumps)
+    def dump(task, group, reward, counts):
+        return {"rollout_task": task, "rollout_group": group, "rollout_reward": reward, "counts": counts,
+                "rollout_advantage": [0.0] * 4, "rollout_id": [0] * 4, "kept": [0, 1, 2, 3], "replayed": []}
+
+    dumps = {2: dump([7, 7, 9, 9], [0, 0, 1, 1], [1.0, 0.0, 1.0, 1.0], [2, 2]),
+             1: dump([3, 3, 3, 5], [0, 0, 0, 1], [0.0, 0.0, 0.0, 1.0], [3, 1])}
+    series = study.series_of_dumps(dumps)
+    assert set(calibration.METRICS) <= set(series)
     assert series["etr"] == [0.0, 0.5]  # step 1: task 3 never solved, task 5 always; step 2: task 7 half
     assert series["degenerate"] == [1.0, 0.5]
     assert series["observed_p"] == [0.5, 0.75]

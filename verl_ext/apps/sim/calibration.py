@@ -1,9 +1,9 @@
 """``python -m verl_ext.apps.sim.calibration``: the simulator against the real CPU trainer on the demo's setting.
 
-The real side runs ``make demo``'s training (:mod:`verl_ext.apps.demo`: the ``arithmetic_easy`` pool, the warm-started
-embedded policy, 6 tasks x 24 rollouts per step) through ``python -m verl_ext.main --cpu`` for uniform GRPO and for
-BOTS + CoBA-RL (the demo's method), ``--seeds`` trainer seeds (``data.seed``: the selection's and verl's RNG; the
-policy and the pool stay the demo's) x ``--steps`` steps. The simulated side runs the same components and sizes on
+The real side is :mod:`verl_ext.apps.study` for uniform GRPO and BOTS + CoBA-RL (the demo's method) on the demo's
+setting (the ``arithmetic_easy`` pool, the warm-started embedded policy, 6 tasks x 24 rollouts per step), ``--seeds``
+trainer seeds (``data.seed``: the selection's and verl's RNG; the policy and the pool stay the demo's) x ``--steps``
+steps, no held-out evaluation; finished runs under ``OUT/real`` are kept. The simulated side runs the same components and sizes on
 a world fitted to that pool (:meth:`verl_ext.apps.sim.world.World.fitted`: each task's difficulty from the warm start's
 measured pass rate, ``data_prep.reference_pass_rates``, which is also BOTS's strong reference) over
 ``--sim-seeds`` seeds. Per step it compares the mechanism metrics both log: ETR, degenerate-group rate, the
@@ -21,33 +21,16 @@ from pathlib import Path
 
 import numpy as np
 
-from eval.metrics import degenerate_group_rate, effective_task_ratio, task_pass_rates
+from verl_ext.apps import study
 from verl_ext.apps.sim.report import t_interval
 
-METHODS = {"uniform": ("selector=uniform", "allocator=fixed")}  # and "bots+coba": the demo's METHOD
-METRICS = {"etr": "ETR", "degenerate": "degenerate-group rate", "observed_p": "selected tasks' pass rate",
-           "counts_std": "rollouts per task, s.d. across the step's tasks"}  # their mean is budget / tasks
-Series = dict[str, dict[int, dict[str, list[float]]]]  # method -> seed -> metric -> per step
+# the study's metrics the simulator records too (the mean rollouts per task is budget / tasks in both)
+METRICS = {k: study.METRICS[k] for k in ("etr", "degenerate", "observed_p", "counts_std")}
+Series = study.Series
 
 
 def methods() -> dict[str, tuple[str, ...]]:
-    from verl_ext.apps.demo import METHOD
-
-    return {**METHODS, "bots+coba": METHOD}
-
-
-def series_of_dumps(dumps: dict[int, dict]) -> dict[str, list[float]]:
-    """Per step (sorted) of a real run's step dumps (``verl_ext.trainer.records.read_dumps``): the metrics the
-    simulator records for the same step."""
-    out: dict[str, list[float]] = {k: [] for k in METRICS}
-    for step in sorted(dumps):
-        tasks, reward = np.asarray(dumps[step]["rollout_task"]), np.asarray(dumps[step]["rollout_reward"])
-        rates = task_pass_rates(tasks, reward)
-        out["etr"].append(effective_task_ratio(rates))
-        out["degenerate"].append(degenerate_group_rate(tasks, reward))
-        out["observed_p"].append(float(rates.mean()))
-        out["counts_std"].append(float(np.std(dumps[step]["counts"])))
-    return out
+    return {m: study.METHODS[m] for m in ("uniform", "bots+coba")}
 
 
 def axis_configs(overrides: tuple[str, ...]) -> dict[str, dict]:
@@ -117,10 +100,7 @@ def plot(real: Series, sim: Series, path: Path) -> Path:
     for ax, (key, label) in zip(axes, METRICS.items()):
         for method in real:
             for side, runs, style in (("real", real, "-"), ("sim", sim, "--")):
-                y = np.array([v[key] for v in runs[method].values()])
-                steps = np.arange(1, y.shape[1] + 1)
-                line, = ax.plot(steps, y.mean(0), style, label=f"{method} ({side})")
-                ax.fill_between(steps, y.min(0), y.max(0), color=line.get_color(), alpha=0.12)
+                study.band(ax, runs[method], key, f"{method} ({side})", style)
         ax.set(title=label, xlabel="step")
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=7)
@@ -139,35 +119,15 @@ def write(real: Series, sim: Series, out: Path, note: str) -> str:
     return table
 
 
-def real_runs(out: Path, steps: int, seeds: list[int], train: bool) -> Series:
-    """The demo's training per method and seed under ``out/real`` (trained unless ``train`` is false)."""
-    from verl_ext.apps import demo
-    from verl_ext.trainer.records import read_dumps
-
-    inputs = demo_inputs(out) if train else None
-    series: Series = {}
-    for name, overrides in methods().items():
-        series[name] = {}
-        for seed in seeds:
-            run_out = out / "real" / name / f"seed_{seed}"
-            if train:
-                args, _ = demo.parse_args(["--steps", str(steps), "--seed", str(seed), "--eval-tasks", "0"])
-                code, _ = demo.train(run_out, *inputs, args, [], method=overrides)
-                if code != 0:
-                    raise SystemExit(f"the trainer failed for {name} seed {seed} (log: {run_out / 'trainer.log'})")
-            series[name][seed] = series_of_dumps(read_dumps(run_out / "run"))
-    return series
-
-
-def demo_inputs(out: Path) -> tuple[str, Path, Path]:
-    """(the demo's warm start, its pool with reference pass rates, held-out file), built once (cached)."""
-    from verl_ext.apps import demo
-    from verl_ext.apps.warm_start import WarmStartConfig, warm_start_path
-
-    args, _ = demo.parse_args([])
-    warm = warm_start_path(WarmStartConfig(task=demo.TASK, steps=demo.WARM_START_STEPS, seed=0, eval_tasks=0))
-    pool_file, heldout = demo.prepare_pool(out, args.pool, 1, 0)
-    return warm, demo.reference_pass_rates(pool_file, "embedded", warm, args.ref_n, args.response_length, 0), heldout
+def real_runs(out: Path, steps: int, seeds: list[int], train: bool) -> tuple[Series, Path]:
+    """:func:`methods` x ``seeds`` through the study under ``out/real`` (the unfinished ones trained unless ``train``
+    is false): their series of :data:`METRICS` and the pool file with reference pass rates."""
+    args, _ = study.parse_args(["--steps", str(steps), "--eval-tasks", "0", "--seeds", ",".join(map(str, seeds))])
+    data = study.inputs(out, args)
+    if train:
+        study.train_all(out / "real", methods(), seeds, args, [], data)
+    series, _, _ = study.read_runs(out / "real", list(methods()), seeds)
+    return {m: {s: {k: v[k] for k in METRICS} for s, v in runs.items()} for m, runs in series.items()}, data.pool_ref
 
 
 def read_pool(pool_ref: Path) -> dict[str, np.ndarray]:
@@ -190,11 +150,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.seeds < 2 or args.sim_seeds < 2:
         parser.error("--seeds and --sim-seeds must be at least 2 (t intervals)")
     out = Path(args.out).resolve()
-    real = real_runs(out, args.steps, list(range(args.seeds)), train=not args.compare_only)
+    real, pool_ref = real_runs(out, args.steps, list(range(args.seeds)), train=not args.compare_only)
     from verl_ext.apps import demo
 
     d, _ = demo.parse_args([])
-    _, pool_ref, _ = demo_inputs(out)
     sim = simulate(read_pool(pool_ref), d.tasks, d.budget, args.steps, list(range(args.sim_seeds)),
                    floor=0.5 / d.ref_n)
     note = (f"The demo's setting ({d.tasks} tasks x {d.budget} rollouts per step, pool of {d.pool} `{demo.TASK}` "
