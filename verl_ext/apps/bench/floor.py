@@ -259,8 +259,10 @@ def profile_run(out: str | Path, steps: int = 3, extra: list[str] | tuple[str, .
 
 
 # ---------------------------------------------------------------------------------------------------- bench
-def run(steps: int = 3, repeats: int = 3, out: str | Path = "outputs/bench", profile: bool = True) -> list[dict]:
-    """The trainer's profile (when ``profile``), then the floor on the shapes it measured (else the demo's)."""
+def run(steps: int = 3, repeats: int = 3, out: str | Path = "outputs/bench", profile: bool = True,
+        measure: bool = True) -> list[dict]:
+    """The trainer's profile (when ``profile``), then the floor (when ``measure``) on the shapes the profile measured
+    (else the demo's)."""
     prof, skipped = None, None
     if profile:
         try:
@@ -271,9 +273,9 @@ def run(steps: int = 3, repeats: int = 3, out: str | Path = "outputs/bench", pro
             prof = profile_run(out, steps, command=command)
     shapes = prof["shapes"] if prof else DEMO_SHAPES
     floor = measure_floor(demo_model_path(), shapes["rollouts"], shapes["prompt"], shapes["response"],
-                          repeats=repeats)
+                          repeats=repeats) if measure else None
     row = {"floor": floor, "profile": prof, "skipped": skipped}
-    if prof:
+    if prof and floor:
         row["ratio_old_log_prob"] = prof["timing_s"]["old_log_prob"] / floor["forward_s"]
         row["ratio_update_actor"] = prof["timing_s"]["update_actor"] / floor["update_s"]
     return [row]
@@ -283,6 +285,11 @@ def report(rows: list[dict]) -> str:
     lines = []
     for row in rows:
         f, p = row["floor"], row["profile"]
+        if f is None:  # the profile alone
+            f = {"rollouts": p["shapes"]["rollouts"], "prompt": p["shapes"]["prompt"],
+                 "response": p["shapes"]["response"], "precision": "-", "threads": "-", "repeats": 0,
+                 "forward_s": float("nan"), "update_s": float("nan")}
+            row = {**row, "ratio_old_log_prob": float("nan"), "ratio_update_actor": float("nan")}
         lines += [f"Floor: {f['rollouts']} x ({f['prompt']} + {f['response']}) tokens, {f['precision']}, "
                   f"{f['threads']} threads, plain torch (median of {f['repeats']})",
                   "| part | trainer s (median, steps 2..) | floor s | ratio |", "|:---|---:|---:|---:|"]
@@ -292,8 +299,9 @@ def report(rows: list[dict]) -> str:
                       f"{row['ratio_old_log_prob']:.2f}x |",
                       f"| update | {t['update_actor']:.2f} | {f['update_s']:.2f} | {row['ratio_update_actor']:.2f}x |"]
             lines += [f"| {k} | {t[k]:.2f} | | |" for k in ("gen", "reward", "adv", "update_weights", "step")]
-            lines += ["", f"Start-up (launch to step 1's start): {p['startup_s']} s; step 1 {p['step1_timing_s']['step']:.1f} s "
-                      f"(gen {p['step1_timing_s']['gen']:.1f} s); milestones (s from launch): "
+            lines += ["", f"Start-up (launch to step 1's start): {p['startup_s']} s; "
+                      f"step 1 {p['step1_timing_s']['step']:.1f} s (gen {p['step1_timing_s']['gen']:.1f} s); "
+                      "milestones (s from launch): "
                       + ", ".join(f"{k} {v}" for k, v in p["milestones"].items()),
                       "| process | pid | started s | imports verl s | first line s |", "|:---|---:|---:|---:|---:|"]
             lines += [f"| {q['name']} | {q['pid']} | {q.get('started_s', '')} | {q.get('verl_import_s', '')} | "
@@ -314,13 +322,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", default="outputs/bench")
     parser.add_argument("--no-profile", action="store_true", help="the floor alone, on the demo's shapes")
+    parser.add_argument("--no-floor", action="store_true", help="the trainer's profile alone")
     parser.add_argument("--log", help="only profile an existing run_timestamped log (start-up)")
     args = parser.parse_args(argv)
     if args.log:
         print(json.dumps(startup(args.log, None), indent=1))
         return 0
     Path(args.out).mkdir(parents=True, exist_ok=True)
-    rows = run(args.steps, args.repeats, args.out, not args.no_profile)
+    rows = run(args.steps, args.repeats, args.out, not args.no_profile, not args.no_floor)
     print(report(rows))
     (Path(args.out) / "floor.json").write_text(json.dumps({"rows": rows}, indent=2))
     return 0
