@@ -37,6 +37,7 @@ def _run_python(code: str, env_extra: dict[str, str], clear: tuple[str, ...] = (
 def test_env_and_overrides_shape():
     env = cpu_env({"VERL_USE_EXTERNAL_MODULES": "other.mod", "PYTHONPATH": "/x"}, num_threads=3)
     assert env["VERL_PLATFORM"] == "cpu" and env["OMP_NUM_THREADS"] == "3"
+    assert env["RAY_prestart_worker_first_driver"] == "0"  # no idle workers no actor can use (issue 35)
     assert env["VERL_USE_EXTERNAL_MODULES"] == f"{PLUGIN_MODULE},other.mod"
     assert env["PYTHONPATH"] == f"{project_root()}{os.pathsep}/x"
     ov = cpu_overrides({"VERL_USE_EXTERNAL_MODULES": "other.mod"})

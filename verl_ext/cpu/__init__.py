@@ -68,6 +68,9 @@ What each piece is for (verl 0.9.1 file:line)
   imports torch (about 0.5 GB and several seconds each).
 * ``OMP_NUM_THREADS``: Ray otherwise sets it to the actor's CPU request (1) in its workers; the actor
   process should use every core.
+* ``RAY_prestart_worker_first_driver=0`` (read by the raylet a local run starts, which inherits the driver's
+  environment): Ray otherwise starts idle Python workers (two here) when the driver connects, with no job's runtime
+  environment, so none of verl's actors can use them; they only take CPU while the trainer starts (issue 35).
 
 * Shims (monkeypatches, CPU mode only): :mod:`verl_ext.cpu.shims` - the gloo backend string and
   unpinned CPU offload for the reference model.
@@ -135,6 +138,7 @@ def cpu_env(base: Mapping[str, str] | None = None, *, num_threads: int | None = 
         "VERL_ENGINE_VENDOR": "nvidia",
         "OMP_NUM_THREADS": str(threads),
         "TOKENIZERS_PARALLELISM": "false",
+        "RAY_prestart_worker_first_driver": "0",
     }
 
 
