@@ -56,7 +56,7 @@ def _fake_run(tmp_path, launch=1_800_000_000.0):
     """A trainer log as run_timestamped writes it, and a Ray session whose core-worker logs name its pids."""
     esc = "\x1b[36m"
     lines = [
-        (0.0, "LAUNCH"),
+        (0.0, "LAUNCH 4242"),
         (3.0, f"[{_stamp(launch + 2.5)}][verl.plugin.platform.platform_manager][INFO] - Platform override from "
               "VERL_PLATFORM: cpu"),
         (4.0, "ray init kwargs: {'num_cpus': 16}"),
@@ -72,11 +72,15 @@ def _fake_run(tmp_path, launch=1_800_000_000.0):
     ]
     log = tmp_path / "trainer.log"
     log.write_text("".join(f"{launch + dt:.3f} {text}\n" for dt, text in lines))
-    logs = tmp_path / "ray" / "session_2026-01-01_00-00-00_000000_1" / "logs"
-    logs.mkdir(parents=True)
-    for pid, at in ((101, 9.0), (102, 15.0), (103, 16.0)):  # 103 never printed: an idle worker
-        (logs / f"python-core-worker-abc_{pid}.log").write_text(f"[{_stamp(launch + at)} I {pid} {pid}] "
-                                                               "core_worker.cc:1 -- Constructing CoreWorker\n")
+    for session, pids in (("session_2026-01-01_00-00-00_000000_4242", ((101, 9.0), (102, 15.0), (103, 16.0),
+                                                                         (104, 17.0))),
+                          ("session_2026-01-01_00-01-00_000000_777", ((101, 30.0), (105, 31.0)))):  # someone else's
+        logs = tmp_path / "ray" / session / "logs"
+        logs.mkdir(parents=True)
+        for pid, at in pids:  # 103 printed nothing, nor did 104: its name from Ray's worker-*.out
+            (logs / f"python-core-worker-abc_{pid}.log").write_text(f"[{_stamp(launch + at)} I {pid} {pid}] "
+                                                                   "core_worker.cc:1 -- Constructing CoreWorker\n")
+        (logs / "worker-abc-01000000-104.out").write_text(":actor_name:_HFServerImpl\nhello\n")
     return log
 
 
@@ -94,7 +98,9 @@ def test_startup_reads_milestones_processes_and_step_ones_start(tmp_path, monkey
     assert procs[101]["verl_import_s"] == pytest.approx(11.0, abs=0.01)
     assert procs[102]["name"] == "WorkerDict" and procs[102]["first_line_s"] == pytest.approx(20.0)
     assert procs[103]["name"] == "(idle worker)" and procs[103]["started_s"] == pytest.approx(16.0, abs=0.01)
-    assert [p["pid"] for p in out["processes"]] == [101, 102, 103]  # by start
+    assert procs[104]["name"] == "_HFServerImpl" and procs[104]["first_line_s"] is None
+    assert [p["pid"] for p in out["processes"]] == [101, 102, 103, 104]  # by start; not the other session's 105
+    assert out["ray_session"].endswith("_4242")
 
 
 def test_startup_without_step_one_has_no_startup_time(tmp_path, monkeypatch):

@@ -150,11 +150,12 @@ def demo_command(run_dir: str | Path, steps: int, extra: list[str] | tuple[str, 
 
 def run_timestamped(command: list[str], log: str | Path, env: dict | None = None) -> int:
     """Run ``command``, writing each output line to ``log`` as ``<unix time> <line>`` when it arrives; the first
-    line is ``<time> LAUNCH``."""
+    line is ``<time> LAUNCH <pid>``."""
     with open(log, "w") as sink:
-        sink.write(f"{time.time():.3f} LAUNCH\n")
+        launch = time.time()
         proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 errors="replace", env={**(env or os.environ), "PYTHONUNBUFFERED": "1"})
+        sink.write(f"{launch:.3f} LAUNCH {proc.pid}\n")  # a local Ray session is named after its driver's pid
         for line in proc.stdout:
             sink.write(f"{time.time():.3f} {line}")
         proc.wait()
@@ -184,13 +185,32 @@ def read_log(log: str | Path) -> list[tuple[float, str | None, int | None, str]]
     return rows
 
 
-def _ray_session(pids: set[int]) -> Path | None:
-    """The Ray session whose logs name these worker pids (runs beside ours have their own sessions)."""
+def _ray_session(driver_pid: int | None, launch: float, pids: set[int]) -> Path | None:
+    """The local Ray session the driver started: Ray names it ``session_<date>_<time>_<micro>_<driver pid>``
+    (``python -m verl_ext.main --cpu`` re-executes itself, keeping its pid); without the pid, the first session
+    started within a minute of the launch whose workers include one of ``pids``."""
     root = Path(os.environ.get("RAY_TMPDIR", "/tmp")) / "ray"
-    for session in sorted(root.glob("session_2*"), reverse=True)[:20]:
-        logs = session / "logs"
-        if any(logs.glob(f"python-core-worker-*_{pid}.log") for pid in pids):
+    if driver_pid:
+        found = sorted(root.glob(f"session_2*_{driver_pid}"))
+        return found[-1] if found else None
+    for session in sorted(root.glob("session_2*")):
+        try:
+            started = datetime.strptime("_".join(session.name.split("_")[1:3]), "%Y-%m-%d_%H-%M-%S").timestamp()
+        except ValueError:
+            continue
+        if launch - 1 <= started <= launch + 60 and any(
+                any((session / "logs").glob(f"python-core-worker-*_{pid}.log")) for pid in pids):
             return session
+    return None
+
+
+def _worker_name(logs: Path, pid: int) -> str | None:
+    """The actor class or task a Ray worker ran (``:actor_name:`` / ``:task_name:`` in its ``worker-*.out``)."""
+    for path in logs.glob(f"worker-*-{pid}.out"):
+        with open(path, errors="replace") as f:
+            for line in f:
+                if line.startswith((":actor_name:", ":task_name:")):
+                    return line.split(":", 2)[2].strip()
     return None
 
 
@@ -200,6 +220,8 @@ def startup(log: str | Path, step1_s: float | None) -> dict:
     verl (by its own clock) and its first line; ``startup_s``: launch to step 1's start."""
     rows = read_log(log)
     launch = rows[0][0]
+    words = rows[0][3].split()
+    driver_pid = int(words[1]) if len(words) > 1 and words[0] == "LAUNCH" and words[1].isdigit() else None
     milestones, seen = {}, set()
     for t, name, pid, body in rows:
         for label, needle in MILESTONES:
@@ -217,15 +239,16 @@ def startup(log: str | Path, step1_s: float | None) -> dict:
                 p["verl_import_s"] = round(_stamp(body) - launch, 2)
             if step1 is None and body.startswith("step:1 ") and step1_s is not None:
                 step1 = t - step1_s
-    session = _ray_session(set(procs))
+    session = _ray_session(driver_pid, launch, set(procs))
     if session is not None:
         for path in (session / "logs").glob("python-core-worker-*_*.log"):
             pid = int(path.stem.rsplit("_", 1)[1])
             with open(path, errors="replace") as f:
                 at = _stamp(f.readline())
-            if at is not None and at >= launch - 1:
-                procs.setdefault(pid, {"pid": pid, "name": "(idle worker)", "first_line_s": None})
-                procs[pid]["started_s"] = round(at - launch, 2)
+            p = procs.setdefault(pid, {"pid": pid, "name": None, "first_line_s": None})
+            p["name"] = p["name"] or _worker_name(session / "logs", pid) or "(idle worker)"
+            if at is not None:
+                p["started_s"] = round(at - launch, 2)
     order = sorted(procs.values(), key=lambda p: p.get("started_s", p.get("verl_import_s", p["first_line_s"] or 0)))
     return {"startup_s": None if step1 is None else round(step1 - launch, 2), "milestones": milestones,
             "processes": order, "ray_session": None if session is None else str(session)}
