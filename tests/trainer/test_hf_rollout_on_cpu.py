@@ -382,27 +382,3 @@ def test_the_cpu_preset_routes_every_request_of_a_prompt_to_one_server():
             server, handle = balancer.acquire_server(request_id=f"{n}-{p}", prompt_ids=prompt)
             assert first.setdefault(p, server) == server and handle == server.upper(), (n, p, server)
     assert first[0] != first[1], first  # the second prompt found the other server idle
-
-
-# ---- the server's process: no verl, torch or transformers (it starts while the trainer waits; issue 35) ----------
-def test_server_module_imports_neither_verl_nor_torch():
-    import subprocess
-    import sys
-
-    code = ("import sys, verl_ext.cpu.hf_server as s; s.HFServer; "
-            "print(sorted(m for m in ('verl', 'torch', 'transformers', 'verl_ext.cpu.hf_worker') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
-
-
-def test_server_response_unpickles_as_verls_token_output():
-    import pickle
-
-    from verl.workers.rollout.replica import TokenOutput
-
-    sent = hf_server._TokenOutput(token_ids=[5, 6], log_probs=[-0.5, -0.25], stop_reason="completed",
-                                  extra_fields={"global_steps": 3})
-    got = pickle.loads(pickle.dumps(sent))
-    assert type(got) is TokenOutput
-    assert (got.token_ids, got.log_probs, got.stop_reason, got.extra_fields) == ([5, 6], [-0.5, -0.25], "completed",
-                                                                                 {"global_steps": 3})

@@ -27,12 +27,49 @@ prompt differ.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
 import torch
 from transformers import LogitsProcessorList
 
-from verl_ext.cpu.hf_params import Generation, SamplingParams  # noqa: F401  (defined there, re-exported here)
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """What :func:`generate_batch` needs; :meth:`from_verl` reads verl's ``sampling_params`` dict."""
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1
+    repetition_penalty: float = 1.0
+
+    @property
+    def do_sample(self) -> bool:
+        return self.temperature > 0
+
+    @classmethod
+    def from_verl(cls, params: dict[str, Any]) -> "SamplingParams":
+        temperature = params.get("temperature")
+        top_p = params.get("top_p")
+        top_k = params.get("top_k")
+        rep = params.get("repetition_penalty")
+        if params.get("do_sample") is False:  # agent loops may request greedy decoding explicitly
+            temperature = 0.0
+        return cls(
+            temperature=1.0 if temperature is None else float(temperature),
+            top_p=1.0 if top_p is None else float(top_p),
+            top_k=-1 if top_k is None else int(top_k),
+            repetition_penalty=1.0 if rep is None else float(rep),
+        )
+
+
+@dataclass
+class Generation:
+    token_ids: list[int]
+    log_probs: list[float]
+    stop_reason: str = "completed"  # "completed": EOS or length cap, as vLLM's server reports both
+    finished_by_eos: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def _module_device(module: torch.nn.Module) -> torch.device:

@@ -7,14 +7,8 @@
   into one left-padded ``generate`` call per distinct sampling configuration, run in the actor
   process by :func:`~verl_ext.cpu.hf_worker.generate_on_worker`. A request's token cap is
   ``min(response_length, prompt_length + response_length - len(prompt))``, the rule of vLLM's server.
-* :class:`~verl_ext.cpu.hf_replica.HFReplica` (``RolloutReplica``, in its own module), registered as ``"hf"`` in
-  ``RolloutReplicaRegistry``; ``launch_servers`` creates one :class:`HFServer` per actor rank.
-
-This module imports neither verl nor torch (issue 35): the server's Ray process imports only it, so it starts in
-~2 s instead of the ~5-7 s an import of verl takes, while the trainer waits for it before its first step. The
-generation runs in the actor process (:func:`_generate_on_worker` imports :mod:`verl_ext.cpu.hf_worker` there) and a
-response travels as :class:`_TokenOutput`, which becomes verl's ``TokenOutput`` where it is unpickled (the agent loop,
-which has verl).
+* :class:`HFReplica` (``RolloutReplica``), registered as ``"hf"`` in ``RolloutReplicaRegistry``;
+  ``launch_servers`` creates one :class:`HFServer` per actor rank.
 
 Diagnostics: with ``VERL_LOGGING_LEVEL=INFO`` in the Ray workers' environment the server logs each
 batch (size, tokens, seconds). ``VERL_EXT_HF_ROLLOUT_MAX_BATCH`` (64),
@@ -32,8 +26,10 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 import ray
+from verl.workers.rollout.replica import RolloutReplica, TokenOutput
 
-from verl_ext.cpu.hf_params import SamplingParams
+from verl_ext.cpu.hf_sampling import SamplingParams
+from verl_ext.cpu.hf_worker import generate_on_worker, special_ids_on_worker
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "WARN"))
@@ -41,33 +37,6 @@ logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "WARN"))
 MAX_BATCH = int(os.getenv("VERL_EXT_HF_ROLLOUT_MAX_BATCH", "64"))
 BATCH_WAIT_S = float(os.getenv("VERL_EXT_HF_ROLLOUT_BATCH_WAIT_S", "0.1"))
 BATCH_MAX_WAIT_S = float(os.getenv("VERL_EXT_HF_ROLLOUT_BATCH_MAX_WAIT_S", "2.0"))
-
-
-def _generate_on_worker(actor_process, *args):
-    """:func:`verl_ext.cpu.hf_worker.generate_on_worker`, imported in the actor process that runs it (via
-    ``__ray_call__``), not in the server's."""
-    from verl_ext.cpu.hf_worker import generate_on_worker
-
-    return generate_on_worker(actor_process, *args)
-
-
-def _verl_token_output(fields: dict[str, Any]):
-    from verl.workers.rollout.replica import TokenOutput
-
-    return TokenOutput(**fields)
-
-
-class _TokenOutput:
-    """verl's ``TokenOutput`` (``workers/rollout/replica.py:39``) fields; unpickled, it is a ``TokenOutput``."""
-
-    __slots__ = ("token_ids", "log_probs", "stop_reason", "extra_fields")
-
-    def __init__(self, token_ids: list[int], log_probs: list[float], stop_reason: str, extra_fields: dict):
-        self.token_ids, self.log_probs = token_ids, log_probs
-        self.stop_reason, self.extra_fields = stop_reason, extra_fields
-
-    def __reduce__(self):
-        return _verl_token_output, ({k: getattr(self, k) for k in self.__slots__},)
 
 
 @dataclass
@@ -109,7 +78,7 @@ class _HFServerImpl:
         return cap
 
     async def generate(self, request_id=None, *, prompt_ids, sampling_params, image_data=None, video_data=None,
-                       **kwargs) -> _TokenOutput:
+                       **kwargs) -> TokenOutput:
         if image_data or video_data or kwargs.get("audio_data"):
             raise NotImplementedError("the hf rollout backend is text-only")
         prompt_ids = [int(t) for t in prompt_ids]
@@ -121,7 +90,7 @@ class _HFServerImpl:
         if self._runner is None or self._runner.done():
             self._runner = asyncio.create_task(self._run())
         gen, steps = await fut
-        return _TokenOutput(
+        return TokenOutput(
             token_ids=gen.token_ids,
             log_probs=gen.log_probs,
             stop_reason=gen.stop_reason,
@@ -148,7 +117,7 @@ class _HFServerImpl:
             start = time.perf_counter()
             try:
                 gens, steps = await self.worker.__ray_call__.remote(
-                    _generate_on_worker,
+                    generate_on_worker,
                     [r.prompt_ids for r in batch],
                     [r.max_tokens for r in batch],
                     params,
@@ -210,3 +179,28 @@ class _HFServerImpl:
 
 
 HFServer = ray.remote(num_cpus=0)(_HFServerImpl)
+
+
+class HFReplica(RolloutReplica):
+    """One :class:`HFServer` per actor rank (hybrid mode only)."""
+
+    async def launch_servers(self):
+        if len(self.workers) != 1:
+            raise NotImplementedError(
+                f"the hf rollout backend serves one actor rank per replica (rollout tp = dp = pp = 1), got "
+                f"{len(self.workers)} workers (hybrid mode only)"
+            )
+        eos, pad = await self.workers[0].__ray_call__.remote(special_ids_on_worker)
+        name = f"hf_server_{self.replica_rank}{self.name_suffix}_{os.getpid()}"
+        server = HFServer.options(name=name, max_concurrency=self.max_concurrency).remote(
+            self.workers[0],
+            response_length=self.config.response_length,
+            prompt_length=self.config.prompt_length,
+            eos_token_ids=eos,
+            pad_token_id=pad,
+            max_model_len=self.config.max_model_len,
+            seed=getattr(self.config, "seed", 42),
+        )
+        self.servers = [server]
+        self._server_handle = server
+        self._server_address = name
