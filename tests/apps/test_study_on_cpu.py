@@ -5,11 +5,9 @@ with paired differences, resuming (a stand-in trainer), and one real study of 2 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -103,29 +101,46 @@ def test_finished_runs_are_kept_and_changed_or_unfinished_ones_trained_again(tmp
 
     monkeypatch.setattr(demo, "train", train)
     data = study.Inputs("warm", tmp_path / "pool.parquet", tmp_path / "heldout.parquet")
-    args, _ = study.parse_args(["--methods", "uniform,coba", "--seeds", "0,1", "--steps", "2", "--eval-tasks", "0"])
-    study.train_all(tmp_path, args.methods, args.seeds, args, [], data)
+    argv = ["--methods", "uniform,coba", "--seeds", "0,1", "--steps", "2", "--eval-tasks", "0", "--out", str(tmp_path)]
+    args, _ = study.parse_args(argv)
+    root = tmp_path / "runs"
+    study.train_all(root, args.methods, args.seeds, args, [], data)
     assert len(calls) == 4 and calls[0] == ("uniform", 0, study.METHODS["uniform"])
-    (tmp_path / "coba" / "seed_1" / study.MARKER).unlink()  # an interrupted run: no marker
-    study.train_all(tmp_path, args.methods, args.seeds, args, [], data)
+    (root / "coba" / "seed_1" / study.MARKER).unlink()  # an interrupted run: no marker
+    study.train_all(root, args.methods, args.seeds, args, [], data)
     assert calls[4:] == [("coba", 1, study.METHODS["coba"])]
-    study.train_all(tmp_path, args.methods, args.seeds, args, ["trainer.x=1"], data)  # other overrides: all again
+    study.train_all(root, args.methods, args.seeds, args, ["trainer.x=1"], data)  # other overrides: all again
     assert len(calls) == 9
-    series, heldout, req = study.read_runs(tmp_path, ["uniform", "coba"], [0, 1])
+    series, heldout, req = study.read_runs(root, ["uniform", "coba"], [0, 1])
     assert series["coba"][1]["nonzero_advantage"] == [1.0, 1.0] and heldout["uniform"] == {0: None, 1: None}
-    assert req["overrides"][-1] == "trainer.x=1"
+    assert req["extra"] == ["trainer.x=1"] and req["overrides"] == list(study.METHODS["uniform"])
     with pytest.raises(SystemExit, match="knapsack seed 0 has not finished"):
-        study.read_runs(tmp_path, ["knapsack"], [0])
+        study.read_runs(root, ["knapsack"], [0])
+    assert study.main([*argv, "--report-only"]) == 0 and len(calls) == 9
+    assert "every run: `trainer.x=1`" in (tmp_path / "study.md").read_text()
+
+
+# The truncated model never solves a task: a coin per response (its text's CRC) rewards half of them, so the groups,
+# advantages and CoBA's counts vary as they would with a real policy; it goes to every run after `--`.
+COIN = """
+import zlib
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+    score = float(zlib.crc32(solution_str.encode()) % 2)
+    return {"score": score, "acc": score}
+"""
 
 
 @pytest.mark.e2e  # four training runs: `make test-fast` leaves it out
 def test_a_study_of_two_methods_and_two_seeds_on_the_truncated_model(tmp_path):
     out = tmp_path / "study"
+    coin = tmp_path / "coin.py"
+    coin.write_text(COIN)
     command = [sys.executable, "-m", "verl_ext.apps.study", "--num-layers", "2", "--methods", "uniform,bots+coba",
                "--seeds", "0,1", "--steps", "2", "--tasks", "2", "--budget", "6", "--pool", "4", "--ref-n", "1",
-               "--eval-tasks", "0", "--out", str(out)]
-    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2")}
-    proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=1200)
+               "--eval-tasks", "0", "--out", str(out), "--", f"reward.custom_reward_function.path={coin}",
+               "reward.custom_reward_function.name=compute_score"]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert proc.stdout.count(": training 2 steps") == 4 and proc.stdout.count(": done in") == 4
     table = (out / "study.md").read_text()
@@ -143,6 +158,6 @@ def test_a_study_of_two_methods_and_two_seeds_on_the_truncated_model(tmp_path):
     assert all((out / f"{k}.png").stat().st_size > 5000 for k in study.METRICS)
 
     start = time.monotonic()  # again: every run finished, nothing trained
-    again = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    again = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0 and again.stdout.count("finished earlier, kept") == 4, again.stdout[-2000:]
     assert ": training" not in again.stdout and time.monotonic() - start < 60

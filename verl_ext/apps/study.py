@@ -139,11 +139,11 @@ def run_dir(root: Path, method: str, seed: int) -> Path:
     return root / method / f"seed_{seed}"
 
 
-def request(overrides: tuple[str, ...], args: argparse.Namespace, data: Inputs) -> dict:
+def request(overrides: tuple[str, ...], extra: list[str], args: argparse.Namespace, data: Inputs) -> dict:
     """What makes a finished run the one asked for (its marker's content besides the results)."""
     keys = ("steps", "tasks", "budget", "pool", "lr", "response_length", "ref_n", "eval_tasks", "eval_k", "num_layers")
-    return {"overrides": list(overrides), **{k: getattr(args, k) for k in keys}, "policy": data.warm,
-            "pool_file": str(data.pool_ref)}
+    return {"overrides": list(overrides), "extra": list(extra), **{k: getattr(args, k) for k in keys},
+            "policy": data.warm, "pool_file": str(data.pool_ref)}
 
 
 def read_marker(run: Path) -> dict | None:
@@ -170,7 +170,7 @@ def train_all(root: Path, methods: dict[str, tuple[str, ...]], seeds: list[int],
     for i, (method, seed) in enumerate(jobs, 1):
         overrides = resolve(methods[method], data, args)
         out = run_dir(root, method, seed)
-        want = request(overrides + tuple(extra), args, data)
+        want = request(overrides, extra, args, data)
         tag = f"[{i}/{len(jobs)}] {method} seed {seed}"
         marker = read_marker(out)
         if marker is not None and marker["request"] == want:
@@ -328,7 +328,8 @@ def note(req: dict, methods: dict[str, tuple[str, ...]], seeds: list[int]) -> st
             f"policy: `{Path(req['policy']).name}` (SmolLM2-135M-Instruct after the demo's SFT warm start{layers}); "
             f"{held}. These are CPU results on a 135M model, a few steps on a small pool: they show whether each "
             "mechanism acts, not the papers' gains at their scale. Methods: "
-            + "; ".join(f"`{m}` = `{' '.join(o)}`" for m, o in methods.items()) + ".")
+            + "; ".join(f"`{m}` = `{' '.join(o)}`" for m, o in methods.items())
+            + (f"; every run: `{' '.join(req['extra'])}`." if req["extra"] else "."))
 
 
 def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
