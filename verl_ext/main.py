@@ -126,11 +126,11 @@ def recipe_argv(args: list[str]) -> list[str]:
 def main() -> None:
     check_verl_version()
     if CPU_FLAG in sys.argv[1:]:
-        from verl_ext.cpu import cpu_env
+        from verl_ext.cpu import DRIVER_ENV, cpu_env
 
         argv = cpu_argv(sys.argv[1:])
         sys.stdout.flush()
-        os.execvpe(argv[0], argv, {**os.environ, **cpu_env()})
+        os.execvpe(argv[0], argv, {**os.environ, **cpu_env(), **DRIVER_ENV})
     from verl_ext.composition import with_searchpath
 
     try:

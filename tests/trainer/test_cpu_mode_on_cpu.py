@@ -37,7 +37,7 @@ def _run_python(code: str, env_extra: dict[str, str], clear: tuple[str, ...] = (
 def test_env_and_overrides_shape():
     env = cpu_env({"VERL_USE_EXTERNAL_MODULES": "other.mod", "PYTHONPATH": "/x"}, num_threads=3)
     assert env["VERL_PLATFORM"] == "cpu" and env["OMP_NUM_THREADS"] == "3"
-    assert env["RAY_prestart_worker_first_driver"] == "0"  # no idle workers no actor can use (issue 35)
+    assert "RAY_prestart_worker_first_driver" not in env  # the driver's alone: not forwarded to the workers
     assert env["VERL_USE_EXTERNAL_MODULES"] == f"{PLUGIN_MODULE},other.mod"
     assert env["PYTHONPATH"] == f"{project_root()}{os.pathsep}/x"
     ov = cpu_overrides({"VERL_USE_EXTERNAL_MODULES": "other.mod"})
@@ -47,6 +47,8 @@ def test_env_and_overrides_shape():
     argv, full_env = main_ppo_command(["trainer.total_training_steps=1"], base={"PATH": "/bin"})
     assert argv[1:3] == ["-m", "verl.trainer.main_ppo"] and argv[-1] == "trainer.total_training_steps=1"
     assert full_env["PATH"] == "/bin" and full_env["VERL_PLATFORM"] == "cpu"
+    assert full_env["RAY_prestart_worker_first_driver"] == "0"  # no idle workers no actor can use (issue 35)
+    assert not any("RAY_prestart" in o for o in argv)
     with pytest.raises(ValueError):
         cpu_overrides(precision="fp16")
 

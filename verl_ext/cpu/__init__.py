@@ -68,9 +68,11 @@ What each piece is for (verl 0.9.1 file:line)
   imports torch (about 0.5 GB and several seconds each).
 * ``OMP_NUM_THREADS``: Ray otherwise sets it to the actor's CPU request (1) in its workers; the actor
   process should use every core.
-* ``RAY_prestart_worker_first_driver=0`` (read by the raylet a local run starts, which inherits the driver's
-  environment): Ray otherwise starts idle Python workers (two here) when the driver connects, with no job's runtime
-  environment, so none of verl's actors can use them; they only take CPU while the trainer starts (issue 35).
+* :data:`DRIVER_ENV`, ``RAY_prestart_worker_first_driver=0``, in the launching process only (read by the raylet a
+  local run starts, which inherits the driver's environment; ``python -m verl_ext.main --cpu``,
+  :func:`main_ppo_command` and ``python -m verl_ext.cpu env`` set it): Ray otherwise starts idle Python workers (two
+  here, ~0.5 CPU-s each) when the driver connects, outside the job's runtime environment, so none of verl's actors
+  can use them; they only take CPU while the trainer starts (issue 35).
 
 * Shims (monkeypatches, CPU mode only): :mod:`verl_ext.cpu.shims` - the gloo backend string and
   unpinned CPU offload for the reference model.
@@ -98,7 +100,7 @@ PLUGIN_MODULE = "verl_ext.cpu.plugin"
 ENV_PREFIX = "+ray_kwargs.ray_init.runtime_env.env_vars."
 HF_ROUTER_CONFIG = Path(__file__).resolve().with_name("hf_router.yaml")  # verl_ext.cpu.hf_router
 
-__all__ = ["PLUGIN_MODULE", "project_root", "join_unique", "cpu_env", "cpu_overrides", "cpu_precision",
+__all__ = ["PLUGIN_MODULE", "DRIVER_ENV", "project_root", "join_unique", "cpu_env", "cpu_overrides", "cpu_precision",
            "main_ppo_command", "is_cpu_mode", "split_hydra_flags"]
 
 
@@ -138,8 +140,12 @@ def cpu_env(base: Mapping[str, str] | None = None, *, num_threads: int | None = 
         "VERL_ENGINE_VENDOR": "nvidia",
         "OMP_NUM_THREADS": str(threads),
         "TOKENIZERS_PARALLELISM": "false",
-        "RAY_prestart_worker_first_driver": "0",
     }
+
+
+# The launching process's own environment only, not forwarded to the Ray workers (so the composed configs do not
+# change): read by the raylet a local run starts, which inherits the driver's environment.
+DRIVER_ENV = {"RAY_prestart_worker_first_driver": "0"}
 
 
 PRECISION_ENV = "VERL_EXT_CPU_PRECISION"
@@ -275,7 +281,7 @@ def main_ppo_command(
     from verl_ext.cpu import vllm_rollout
 
     base_env = dict(os.environ if base is None else base)
-    env = {**base_env, **cpu_env(base_env, num_threads=kwargs.get("num_threads"))}
+    env = {**base_env, **cpu_env(base_env, num_threads=kwargs.get("num_threads")), **DRIVER_ENV}
     flags, overrides = split_hydra_flags(extra_overrides)
     rollout = vllm_rollout.requested_rollout(overrides)
     if python is None:

@@ -14,7 +14,7 @@ import shlex
 import subprocess
 import sys
 
-from verl_ext.cpu import cpu_env, cpu_overrides, main_ppo_command, vllm_rollout
+from verl_ext.cpu import DRIVER_ENV, cpu_env, cpu_overrides, main_ppo_command, vllm_rollout
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.cmd == "env":
-        for k, v in cpu_env(num_threads=args.num_threads).items():
+        for k, v in {**cpu_env(num_threads=args.num_threads), **DRIVER_ENV}.items():
             print(f"export {k}={shlex.quote(v)}")
     elif args.cmd == "overrides":
         print("\n".join(cpu_overrides(num_threads=args.num_threads, precision=args.precision)))
