@@ -15,7 +15,6 @@ import pytest
 from data_prep.embedded_datasets import make_row
 from data_prep.schema import write_rows
 from verl_ext.apps import demo
-from verl_ext.models.embedded import embedded_model_path
 
 pytestmark = pytest.mark.e2e  # starts Ray, vLLM or a training run: `make test-fast` leaves it out
 
@@ -77,18 +76,15 @@ def test_heldout_change_pairs_tasks_and_refuses_different_sets(tmp_path):
         demo.heldout_change(before, other)
 
 
-def test_demo_end_to_end_on_the_truncated_model(tmp_path):
+def test_demo_end_to_end_on_the_truncated_model(tmp_path, truncated_model_cache):
     """Warm start, reference pass rates, before/after evaluation and two BOTS + CoBA-RL steps; the console gets
     one line per step and the summary, verl's own output stays in the log file."""
-    root = tmp_path / "cache" / "models"
-    root.mkdir(parents=True)
-    base = Path(embedded_model_path(num_layers=2))
-    (root / base.name).symlink_to(base, target_is_directory=True)
+    root = truncated_model_cache / "models"
     out = tmp_path / "demo"
     proc = subprocess.run(
         [sys.executable, "-m", "verl_ext.apps.demo", "--num-layers", "2", "--out", str(out), "--steps", "2",
          "--tasks", "2", "--budget", "6", "--pool", "4", "--ref-n", "1", "--eval-tasks", "2", "--eval-k", "2"],
-        capture_output=True, text=True, env={**os.environ, "VERL_EXT_CACHE": str(tmp_path / "cache")}, timeout=900)
+        capture_output=True, text=True, env={**os.environ, "VERL_EXT_CACHE": str(truncated_model_cache)}, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     lines = proc.stdout.splitlines()
     start = next(i for i, line in enumerate(lines) if line.split()[:2] == ["step", "reward"])

@@ -5,6 +5,7 @@ with paired differences, resuming (a stand-in trainer), and one real study of 2 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -132,7 +133,7 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
 
 
 @pytest.mark.e2e  # four training runs: `make test-fast` leaves it out
-def test_a_study_of_two_methods_and_two_seeds_on_the_truncated_model(tmp_path):
+def test_a_study_of_two_methods_and_two_seeds_on_the_truncated_model(tmp_path, truncated_model_cache):
     out = tmp_path / "study"
     coin = tmp_path / "coin.py"
     coin.write_text(COIN)
@@ -140,7 +141,8 @@ def test_a_study_of_two_methods_and_two_seeds_on_the_truncated_model(tmp_path):
                "--seeds", "0,1", "--steps", "2", "--tasks", "2", "--budget", "6", "--pool", "4", "--ref-n", "1",
                "--eval-tasks", "0", "--out", str(out), "--", f"reward.custom_reward_function.path={coin}",
                "reward.custom_reward_function.name=compute_score"]
-    proc = subprocess.run(command, capture_output=True, text=True, timeout=1200)
+    env = {**os.environ, "VERL_EXT_CACHE": str(truncated_model_cache)}  # the demo test's warm start, if it ran
+    proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert proc.stdout.count(": training 2 steps") == 4 and proc.stdout.count(": done in") == 4
     table = (out / "study.md").read_text()
@@ -158,6 +160,6 @@ def test_a_study_of_two_methods_and_two_seeds_on_the_truncated_model(tmp_path):
     assert all((out / f"{k}.png").stat().st_size > 5000 for k in study.METRICS)
 
     start = time.monotonic()  # again: every run finished, nothing trained
-    again = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    again = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
     assert again.returncode == 0 and again.stdout.count("finished earlier, kept") == 4, again.stdout[-2000:]
     assert ": training" not in again.stdout and time.monotonic() - start < 60
