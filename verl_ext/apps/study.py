@@ -248,15 +248,17 @@ def per_seed(series: Series, heldout: dict[str, dict[int, float | None]]) -> dic
 
 
 def summarize(values: dict[str, dict[str, dict[int, float]]], baseline: str = BASELINE) -> list[dict]:
-    """Per method and metric: mean and 95% t interval over seeds; the difference from ``baseline`` paired by seed
-    (``None`` for the baseline itself, when it is absent or fewer than 2 seeds are shared)."""
+    """Per method and metric: mean and 95% t interval over seeds (no interval from one seed); the difference from
+    ``baseline`` paired by seed (``None`` for the baseline itself, when it is absent or fewer than 2 seeds are
+    shared)."""
     rows = []
     for method, metrics in values.items():
         for key, by_seed in metrics.items():
             seeds = sorted(by_seed)
-            d = t_interval(np.array([by_seed[s] for s in seeds]))
-            row = {"method": method, "metric": key, "seeds": seeds, "mean": d.mean, "low": d.low, "high": d.high,
-                   "diff": None}
+            x = np.array([by_seed[s] for s in seeds])
+            d = t_interval(x) if len(x) >= 2 else None  # one seed: its mean, no interval
+            row = {"method": method, "metric": key, "seeds": seeds, "mean": float(x.mean()),
+                   "low": d and d.low, "high": d and d.high, "diff": None}
             base = values.get(baseline, {}).get(key, {}) if method != baseline else {}
             common = sorted(set(base) & set(by_seed))
             if len(common) >= 2:
@@ -273,8 +275,9 @@ def markdown(rows: list[dict], baseline: str = BASELINE) -> str:
     for r in rows:
         diff = "—" if r["diff"] is None else (f"{r['diff']['mean']:+.3f} [{r['diff']['low']:+.3f}, "
                                               f"{r['diff']['high']:+.3f}]")
-        lines.append(f"| `{r['method']}` | {label[r['metric']]} | {r['mean']:.3f} [{r['low']:.3f}, {r['high']:.3f}] "
-                     f"({len(r['seeds'])} seeds) | {diff} |")
+        interval = "" if r["low"] is None else f" [{r['low']:.3f}, {r['high']:.3f}]"
+        lines.append(f"| `{r['method']}` | {label[r['metric']]} | {r['mean']:.3f}{interval} "
+                     f"({len(r['seeds'])} seed{'s' if len(r['seeds']) > 1 else ''}) | {diff} |")
     return "\n".join(lines)
 
 
@@ -341,12 +344,12 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.set_defaults(out="outputs/study", steps=10)
     parser.add_argument("--methods", default=",".join(METHODS), help=f"known: {', '.join(METHODS)}; or "
                         "name=override,override")
-    parser.add_argument("--seeds", default="0,1,2", help="trainer seeds, comma-separated (at least 2)")
+    parser.add_argument("--seeds", default="0,1,2", help="trainer seeds, comma-separated (intervals need 2 or more)")
     parser.add_argument("--report-only", action="store_true", help="re-read the finished runs under OUT/runs")
     args = parser.parse_args(own)
     args.seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
-    if len(args.seeds) < 2:
-        parser.error("--seeds: at least 2 (t intervals over seeds)")
+    if not args.seeds:
+        parser.error("--seeds: no seed given")
     try:
         args.methods = parse_methods(args.methods)
     except ValueError as e:
