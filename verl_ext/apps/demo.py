@@ -138,6 +138,18 @@ def print_steps(run: str | Path, after: int = 0) -> int:
     return new[-1] if new else after
 
 
+def trainer_command(warm: str, pool_ref: Path, heldout: Path, args, method: tuple[str, ...] = METHOD) -> list[str]:
+    """The trainer's command for ``method`` at the demo's sizes (``args``), before the run's output and checkpoint
+    settings (:func:`train`; ``make bench``'s floor profile)."""
+    return [
+        sys.executable, "-m", "verl_ext.main", "--cpu", "+preset=cpu_small", *method,
+        f"data.train_files={pool_ref}", f"data.val_files={heldout}", f"data.train_batch_size={args.tasks}",
+        f"data_selection.rollout_budget={args.budget}", f"data.max_response_length={args.response_length}",
+        f"data.seed={args.seed}", f"actor_rollout_ref.model.path={warm}", f"actor_rollout_ref.actor.optim.lr={args.lr}",
+        f"trainer.total_training_steps={args.steps}",
+    ]
+
+
 def train(out: Path, warm: str, pool_ref: Path, heldout: Path, args, extra: list[str],
           method: tuple[str, ...] = METHOD) -> tuple[int, Path]:
     """Run the trainer with ``method``'s components (output to ``<out>/trainer.log``) and print a line per step as
@@ -146,11 +158,7 @@ def train(out: Path, warm: str, pool_ref: Path, heldout: Path, args, extra: list
     shutil.rmtree(run, ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
     command = [
-        sys.executable, "-m", "verl_ext.main", "--cpu", "+preset=cpu_small", *method,
-        f"data.train_files={pool_ref}", f"data.val_files={heldout}", f"data.train_batch_size={args.tasks}",
-        f"data_selection.rollout_budget={args.budget}", f"data.max_response_length={args.response_length}",
-        f"data.seed={args.seed}", f"actor_rollout_ref.model.path={warm}", f"actor_rollout_ref.actor.optim.lr={args.lr}",
-        f"trainer.total_training_steps={args.steps}", f"trainer.save_freq={args.steps}",
+        *trainer_command(warm, pool_ref, heldout, args, method), f"trainer.save_freq={args.steps}",
         "actor_rollout_ref.actor.checkpoint.save_contents=[model,extra,hf_model]",
         "trainer.project_name=verl_ext_demo", "trainer.experiment_name=demo", f"trainer.default_local_dir={run}",
         *extra,

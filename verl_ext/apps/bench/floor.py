@@ -136,16 +136,14 @@ def demo_command(run_dir: str | Path, steps: int, extra: list[str] | tuple[str, 
     steps, no checkpoint."""
     from verl_ext.apps import demo
 
-    data = Path(demo.parse_args([])[0].out) / "data"
-    pools = sorted(data.glob("pool_24.ref.*.n4.parquet"))
+    args, _ = demo.parse_args(["--steps", str(steps)])
+    data = Path(args.out) / "data"
+    pools = sorted(data.glob(f"pool_{args.pool}.ref.*.n{args.ref_n}.parquet"))
     if not pools or not (data / "heldout.parquet").exists():
         raise FileNotFoundError(f"no demo pool under {data}: run `make demo` once first")
-    return [sys.executable, "-m", "verl_ext.main", "--cpu", "+preset=cpu_small", *demo.METHOD,
-            f"data.train_files={pools[-1]}", f"data.val_files={data / 'heldout.parquet'}", "data.train_batch_size=6",
-            "data_selection.rollout_budget=24", "data.max_response_length=32", "data.seed=0",
-            f"actor_rollout_ref.model.path={demo_model_path()}", "actor_rollout_ref.actor.optim.lr=1e-05",
-            f"trainer.total_training_steps={steps}", "trainer.project_name=bench_floor",
-            "trainer.experiment_name=floor", f"trainer.default_local_dir={run_dir}", *extra]
+    return [*demo.trainer_command(demo_model_path(), pools[-1], data / "heldout.parquet", args),
+            "trainer.project_name=bench_floor", "trainer.experiment_name=floor", f"trainer.default_local_dir={run_dir}",
+            *extra]
 
 
 def run_timestamped(command: list[str], log: str | Path, env: dict | None = None) -> int:
