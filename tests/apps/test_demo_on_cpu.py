@@ -83,7 +83,8 @@ def test_demo_end_to_end_on_the_truncated_model(tmp_path, truncated_model_cache)
     out = tmp_path / "demo"
     proc = subprocess.run(
         [sys.executable, "-m", "verl_ext.apps.demo", "--num-layers", "2", "--out", str(out), "--steps", "2",
-         "--tasks", "2", "--budget", "6", "--pool", "4", "--ref-n", "1", "--eval-tasks", "2", "--eval-k", "2"],
+         "--tasks", "2", "--budget", "6", "--pool", "4", "--ref-n", "1", "--eval-tasks", "2", "--eval-k", "2",
+         "--warm-start-steps", "2"],
         capture_output=True, text=True, env={**os.environ, "VERL_EXT_CACHE": str(truncated_model_cache)}, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     lines = proc.stdout.splitlines()

@@ -305,6 +305,8 @@ def add_options(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--ref-n", type=int, default=4, help="samples per task for the reference pass rates")
     parser.add_argument("--eval-tasks", type=int, default=32, help="held-out tasks (0: no evaluation)")
     parser.add_argument("--eval-k", type=int, default=10, help="samples per held-out task")
+    parser.add_argument("--warm-start-steps", type=int, default=WARM_START_STEPS,
+                        help="SFT steps of 16 worked answers for the warm start (built once per setting, cached)")
     parser.add_argument("--num-layers", type=int, default=None, help="truncated model (tests: fast, meaningless)")
     return parser
 
@@ -320,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"verl {check_verl_version()}", flush=True)
     start = time.monotonic()
     out = Path(args.out).resolve()
-    warm = warm_start_path(WarmStartConfig(task=TASK, steps=WARM_START_STEPS, seed=args.seed, eval_tasks=0,
+    warm = warm_start_path(WarmStartConfig(task=TASK, steps=args.warm_start_steps, seed=args.seed, eval_tasks=0,
                                            num_layers=args.num_layers))
     info = warm_start_info(warm)
     print(f"policy: {warm} (SFT loss {info['sft_loss_first']:.3f} -> {info['sft_loss_last']:.3f})", flush=True)

@@ -101,7 +101,7 @@ def inputs(out: Path, args: argparse.Namespace) -> Inputs:
     """The demo's warm start, pool with reference pass rates and held-out file under ``out/data``, built once."""
     from verl_ext.apps.warm_start import WarmStartConfig, warm_start_path
 
-    warm = warm_start_path(WarmStartConfig(task=demo.TASK, steps=demo.WARM_START_STEPS, seed=0, eval_tasks=0,
+    warm = warm_start_path(WarmStartConfig(task=demo.TASK, steps=args.warm_start_steps, seed=0, eval_tasks=0,
                                            num_layers=args.num_layers))
     pool_file, heldout = demo.prepare_pool(out, args.pool, max(args.eval_tasks, 1), 0)
     weak = "embedded" if args.num_layers is None else f"embedded:{args.num_layers}"
