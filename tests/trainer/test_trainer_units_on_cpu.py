@@ -311,6 +311,22 @@ def test_validate_axes_rejects_bad_configs(over, message):
         validate_axes(_config(**over))
 
 
+def test_dots_rr_buffer_trims_by_the_selectors_sigma_b_and_replays_after_its_first_round():
+    """DOTS+RR: ``fresh_groups`` is the selector's sigma B = int(fresh_fraction x B) and the buffer's first round the
+    selector's; checked only for the measured protocol (the authors' rounds)."""
+    def dots_rr(fresh_groups, first_round_steps=2, protocol="measured"):
+        return _config(selector={"name": "dots", "protocol": protocol, "fresh_fraction": 0.5, "round_steps": 2},
+                       rollout_filter={"name": "replay_fifo", "capacity": 4, "fresh_groups": fresh_groups,
+                                       "first_round_steps": first_round_steps})
+
+    validate_axes(dots_rr(2))  # B = 4, sigma 0.5
+    with pytest.raises(ValueError, match=r"fresh_groups=4 must be the selector's sigma B .* = 2"):
+        validate_axes(dots_rr(4))
+    with pytest.raises(ValueError, match="first_round_steps=1 must be .* selector.round_steps=2"):
+        validate_axes(dots_rr(2, first_round_steps=1))
+    validate_axes(dots_rr(4, protocol="in_batch"))  # no rounds: every step serves B
+
+
 def test_task_pool_reads_stable_indices_and_scalar_columns():
     pool = task_pool([{"index": 30, "split": "train", "weak_pass_rate": 0.5, "tools_kwargs": {}},
                       {"index": 10, "split": "train", "weak_pass_rate": None}])

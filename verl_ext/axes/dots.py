@@ -113,6 +113,10 @@ class DotsSelectorConfig:
         if self.attend_to not in ATTEND_TO:
             raise ValueError(f"selector=dots: attend_to={self.attend_to!r}; choose from {list(ATTEND_TO)}")
 
+    def fresh_per_step(self, batch_size: int) -> int:
+        """protocol=measured: the tasks a step serves after the first round, the authors' ``σ B``."""
+        return max(1, int(self.fresh_fraction * batch_size + 1e-9))
+
 
 def load_embeddings(pool: TaskPool, config: DotsSelectorConfig) -> np.ndarray:
     """``[N, D]`` float embeddings of the pool's tasks (dataset order), checked finite; L2-normalised for the cosine
@@ -299,7 +303,7 @@ class DotsSelector(TaskSelector):
             if not self.measured:
                 raise RuntimeError("selector=dots protocol=measured: roll the prompts of measurement(step) out and "
                                    "pass their results to measure(step, results) before select")
-            self.per_step = batch_size if self.rounds == 0 else max(1, int(cfg.fresh_fraction * batch_size + 1e-9))
+            self.per_step = batch_size if self.rounds == 0 else cfg.fresh_per_step(batch_size)
             total = self.per_step * cfg.round_steps
             if total > len(self.pool):
                 raise ValueError(f"selector=dots: a round selects {total} tasks from a pool of {len(self.pool)}")

@@ -61,6 +61,26 @@ def validate_axes(config) -> None:
         raise ValueError(f"data_selection.rollout_budget={budget} for {tasks} tasks per step: {e}") from e
     if int(np.sum(counts)) != budget:
         raise ValueError(f"allocator={config.allocator.name} allocated {int(np.sum(counts))} rollouts, budget {budget}")
+    check_replay_matches_dots(config)
+
+
+def check_replay_matches_dots(config) -> None:
+    """DOTS+RR (``selector=dots selector.protocol=measured rollout_filter=replay_fifo``): the buffer's trim keeps
+    ``capacity - fresh_groups`` groups, which is the authors' ``buffer_size - int(σ B)`` only when ``fresh_groups`` is
+    the selector's ``σ B``, and it starts drawing replays after the selector's first round (``mu`` steps)."""
+    if config.selector.name != "dots" or config.rollout_filter.name != "replay_fifo":
+        return
+    dots, replay = make_config("selector", config.selector), make_config("rollout_filter", config.rollout_filter)
+    if dots.protocol != "measured":
+        return
+    sigma_b = dots.fresh_per_step(int(config.data.train_batch_size))
+    if replay.fresh_groups != sigma_b:
+        raise ValueError(f"rollout_filter.fresh_groups={replay.fresh_groups} must be the selector's sigma B = "
+                         f"int(selector.fresh_fraction {dots.fresh_fraction} x data.train_batch_size "
+                         f"{config.data.train_batch_size}) = {sigma_b}")
+    if replay.first_round_steps != dots.round_steps:
+        raise ValueError(f"rollout_filter.first_round_steps={replay.first_round_steps} must be the selector's first "
+                         f"round, selector.round_steps={dots.round_steps}")
 
 
 def validate_training_data(config) -> None:
