@@ -88,6 +88,28 @@ def prepare_pool(out: Path, pool: int, eval_tasks: int, seed: int) -> tuple[Path
             write_rows(splits["test"], data / "heldout.parquet"))
 
 
+@dataclass(frozen=True)
+class Inputs:
+    """One policy (the warm start), pool with reference pass rates and held-out tasks: the demo's and the study's."""
+
+    warm: str
+    pool_ref: Path
+    heldout: Path
+
+
+def prepare_inputs(out: Path, args, seed: int) -> Inputs:
+    """The warm start (``--warm-start-steps``, built once and cached), the first ``--pool`` tasks with reference pass
+    rates (``--ref-n`` samples; weak: the embedded model, strong: the warm start) and the held-out file under
+    ``out/data``, drawn and sampled with ``seed``."""
+    from verl_ext.apps.warm_start import WarmStartConfig, warm_start_path
+
+    warm = warm_start_path(WarmStartConfig(task=TASK, steps=args.warm_start_steps, seed=seed, eval_tasks=0,
+                                           num_layers=args.num_layers))
+    pool_file, heldout = prepare_pool(out, args.pool, max(args.eval_tasks, 1), seed)
+    weak = "embedded" if args.num_layers is None else f"embedded:{args.num_layers}"
+    return Inputs(warm, reference_pass_rates(pool_file, weak, warm, args.ref_n, args.response_length, seed), heldout)
+
+
 def reference_pass_rates(pool_file: Path, weak: str, warm: str, n: int, max_new_tokens: int, seed: int) -> Path:
     """``weak_pass_rate`` (``weak``: the embedded model) and ``strong_pass_rate`` (the warm start), ``n`` samples
     per task, computed once per pool, warm start and ``n``."""
@@ -314,7 +336,7 @@ def add_options(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args, extra = parse_args(sys.argv[1:] if argv is None else argv)
     from eval import evaluate, plots
-    from verl_ext.apps.warm_start import WarmStartConfig, warm_start_info, warm_start_path
+    from verl_ext.apps.warm_start import warm_start_info
 
     import transformers
 
@@ -322,13 +344,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"verl {check_verl_version()}", flush=True)
     start = time.monotonic()
     out = Path(args.out).resolve()
-    warm = warm_start_path(WarmStartConfig(task=TASK, steps=args.warm_start_steps, seed=args.seed, eval_tasks=0,
-                                           num_layers=args.num_layers))
+    data = prepare_inputs(out, args, args.seed)
+    warm, pool_ref, heldout = data.warm, data.pool_ref, data.heldout
     info = warm_start_info(warm)
     print(f"policy: {warm} (SFT loss {info['sft_loss_first']:.3f} -> {info['sft_loss_last']:.3f})", flush=True)
-    pool_file, heldout = prepare_pool(out, args.pool, max(args.eval_tasks, 1), args.seed)
-    weak = "embedded" if args.num_layers is None else f"embedded:{args.num_layers}"
-    pool_ref = reference_pass_rates(pool_file, weak, warm, args.ref_n, args.response_length, args.seed)
     print(f"pool:   {pool_ref} ({args.pool} tasks with reference pass rates)", flush=True)
 
     before = out / "heldout_before"  # kept between runs: the evaluator reuses its samples

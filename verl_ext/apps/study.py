@@ -22,7 +22,6 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -88,24 +87,12 @@ def parse_methods(text: str) -> dict[str, tuple[str, ...]]:
     return {k: tuple(v) for k, v in out.items()}
 
 
-@dataclass(frozen=True)
-class Inputs:
-    """The study's one policy, pool (with reference pass rates) and held-out tasks."""
-
-    warm: str
-    pool_ref: Path
-    heldout: Path
+Inputs = demo.Inputs  # the study's one policy, pool (with reference pass rates) and held-out tasks
 
 
 def inputs(out: Path, args: argparse.Namespace) -> Inputs:
-    """The demo's warm start, pool with reference pass rates and held-out file under ``out/data``, built once."""
-    from verl_ext.apps.warm_start import WarmStartConfig, warm_start_path
-
-    warm = warm_start_path(WarmStartConfig(task=demo.TASK, steps=args.warm_start_steps, seed=0, eval_tasks=0,
-                                           num_layers=args.num_layers))
-    pool_file, heldout = demo.prepare_pool(out, args.pool, max(args.eval_tasks, 1), 0)
-    weak = "embedded" if args.num_layers is None else f"embedded:{args.num_layers}"
-    return Inputs(warm, demo.reference_pass_rates(pool_file, weak, warm, args.ref_n, args.response_length, 0), heldout)
+    """The demo's inputs under ``out/data``, built once, with seed 0 whatever the trainer seeds."""
+    return demo.prepare_inputs(out, args, 0)
 
 
 def embeddings(data: Inputs) -> Path:
