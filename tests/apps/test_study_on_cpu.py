@@ -36,6 +36,7 @@ def test_the_registry_names_each_method_once_and_refuses_unknown_names():
 def test_placeholders_scale_with_the_budget_and_tasks(tmp_path):
     args, extra = study.parse_args(["--budget", "30", "--tasks", "5", "--", "trainer.x=1"])
     assert extra == ["trainer.x=1"] and args.steps == 10 and args.seeds == [0, 1, 2]
+    assert (args.pool, args.eval_k) == (48, 5)  # the demo's pool, half its held-out samples
     data = study.Inputs("warm", tmp_path / "pool.parquet", tmp_path / "heldout.parquet")
     assert "rollout_filter.buffer_size=60" in study.resolve(study.METHODS["cbs"], data, args)
     assert study.resolve(study.METHODS["uniform"], data, args) == study.METHODS["uniform"]

@@ -321,7 +321,9 @@ def add_options(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--steps", type=int, default=5, help="RL steps")
     parser.add_argument("--tasks", type=int, default=6, help="tasks selected per step")
     parser.add_argument("--budget", type=int, default=24, help="rollouts per step, allocated over the tasks")
-    parser.add_argument("--pool", type=int, default=24, help="training tasks to select from")
+    # 48: on 24 tasks BOTS ran out of tasks near 0.5 and came back to ones the policy had learnt (README "Why the
+    # real BOTS leaves its target")
+    parser.add_argument("--pool", type=int, default=48, help="training tasks to select from")
     parser.add_argument("--lr", type=float, default=1e-5)
     parser.add_argument("--response-length", type=int, default=32, help="the worked answers take ~20 tokens")
     parser.add_argument("--ref-n", type=int, default=4, help="samples per task for the reference pass rates")

@@ -30,7 +30,7 @@ from verl_ext.apps import demo
 from verl_ext.apps.sim.report import t_interval
 
 BASELINE = "uniform"
-# name -> Hydra overrides at the demo's scale (6 tasks x 24 rollouts a step, pool 24: 10 steps visit a task 2-3 times);
+# name -> Hydra overrides at the demo's scale (6 tasks x 24 rollouts a step, pool 48: 10 steps visit a task ~1.3 times);
 # {two_steps}: 2 x --budget rollouts, {reference}: --tasks // 3, {embeddings}: the pool's prompt embeddings (built
 # only when a method names them)
 METHODS: dict[str, tuple[str, ...]] = {
@@ -328,7 +328,7 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser = argparse.ArgumentParser(prog="python -m verl_ext.apps.study", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     demo.add_options(parser)
-    parser.set_defaults(out="outputs/study", steps=10)
+    parser.set_defaults(out="outputs/study", steps=10, eval_k=5)  # 18 runs: half the demo's held-out samples
     parser.add_argument("--methods", default=",".join(METHODS), help=f"known: {', '.join(METHODS)}; or "
                         "name=override,override")
     parser.add_argument("--seeds", default="0,1,2", help="trainer seeds, comma-separated (intervals need 2 or more)")
