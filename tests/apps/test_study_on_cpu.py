@@ -104,6 +104,7 @@ def test_finished_runs_are_kept_and_changed_or_unfinished_ones_trained_again(tmp
         for step in range(1, args.steps + 1):
             (run / f"step_{step:06d}.json").write_text(json.dumps(_dump(
                 [1, 1], [0, 0], [1.0, 0.0], [1.0, -1.0], [step * 10, step * 10 + 1], [0, 1], [], [2])))
+        (out / "run" / f"global_step_{args.steps}" / "actor").mkdir(parents=True)
         return 0, out / "run"
 
     monkeypatch.setattr(demo, "train", train)
@@ -113,6 +114,7 @@ def test_finished_runs_are_kept_and_changed_or_unfinished_ones_trained_again(tmp
     root = tmp_path / "runs"
     study.train_all(root, args.methods, args.seeds, args, [], data)
     assert len(calls) == 4 and calls[0] == ("uniform", 0, study.METHODS["uniform"])
+    assert not list(root.glob("*/seed_*/run/global_step_*"))  # evaluated: the checkpoints are removed
     (root / "coba" / "seed_1" / study.MARKER).unlink()  # an interrupted run: no marker
     study.train_all(root, args.methods, args.seeds, args, [], data)
     assert calls[4:] == [("coba", 1, study.METHODS["coba"])]
@@ -124,6 +126,9 @@ def test_finished_runs_are_kept_and_changed_or_unfinished_ones_trained_again(tmp
     with pytest.raises(SystemExit, match="knapsack seed 0 has not finished"):
         study.read_runs(root, ["knapsack"], [0])
     assert study.main([*argv, "--report-only"]) == 0 and len(calls) == 9
+    args, _ = study.parse_args([*argv, "--keep-checkpoints"])
+    study.train_all(root, args.methods, args.seeds, args, ["trainer.x=2"], data)
+    assert len(list(root.glob("*/seed_*/run/global_step_2"))) == 4
     assert "every run: `trainer.x=1`" in (tmp_path / "study.md").read_text()
 
 

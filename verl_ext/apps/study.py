@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -173,6 +174,9 @@ def train_all(root: Path, methods: dict[str, tuple[str, ...]], seeds: list[int],
         accuracy = heldout_accuracy(run, data, seed_args) if args.eval_tasks > 0 else None
         (out / MARKER).write_text(json.dumps({"request": want, HELDOUT: accuracy,
                                               "seconds": time.monotonic() - start}, indent=1))
+        if not args.keep_checkpoints:  # the last step's weights and optimiser, ~1 GB a run at the demo's scale
+            for checkpoint in run.glob("global_step_*"):
+                shutil.rmtree(checkpoint)
         print(f"{tag}: done in {time.monotonic() - start:.0f} s"
               + ("" if accuracy is None else f", held-out accuracy {accuracy:.3f}"), flush=True)
 
@@ -333,6 +337,8 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
                         "name=override,override")
     parser.add_argument("--seeds", default="0,1,2", help="trainer seeds, comma-separated (intervals need 2 or more)")
     parser.add_argument("--report-only", action="store_true", help="re-read the finished runs under OUT/runs")
+    parser.add_argument("--keep-checkpoints", action="store_true", help="keep each run's last checkpoint (~1 GB; "
+                        "by default removed once the run is evaluated: the report reads its step dumps)")
     args = parser.parse_args(own)
     args.seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     if not args.seeds:
