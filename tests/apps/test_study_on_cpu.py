@@ -21,7 +21,7 @@ from verl_ext.apps import demo, study
 def test_the_registry_names_each_method_once_and_refuses_unknown_names():
     assert study.METHODS["uniform"] == ("selector=uniform", "allocator=fixed")
     assert study.METHODS["bots+coba"] == demo.METHOD
-    assert set(study.METHODS) == {"uniform", "bots+coba", "coba", "knapsack", "cbs", "dots"}
+    assert set(study.METHODS) == {"uniform", "bots+coba", "bots+coba_rho0.1", "coba", "knapsack", "cbs", "dots"}
     got = study.parse_methods("uniform, knapsack,mine=selector=bots,allocator=coba,allocator.max_n=8")
     assert list(got) == ["uniform", "knapsack", "mine"]
     assert got["mine"] == ("selector=bots", "allocator=coba", "allocator.max_n=8")
