@@ -13,7 +13,8 @@ topics. Two runs of 3 steps, 4 rollouts per prompt:
   trains at 8 tokens and validates (before training) at the rollout's 32, as the recipes train at 8,192 and validate
   at 14,336 (:mod:`verl_ext.trainer.generation_length`).
 * **DOTS+RR**: ``selector=dots protocol=measured`` (the authors' rounds, one step each here) on the embeddings file
-  the preprocessing wrote with ``replay_fifo``: every step first rolls 3 reference prompts out for measurement only
+  the preprocessing wrote with ``replay_fifo`` (its trim and first round the selector's: sigma B = 3, one step):
+  every step first rolls 3 reference prompts out for measurement only
   (scored, never trained on, logged apart), then targets the prompts predicted closest to difficulty 0.5 (6 in the
   first round, 3 after); replay-equal selections and measurements; once an astronomy prompt was measured, the
   astronomy prompts (predicted ≈ 0.5 through their MiniLM similarity) are all targeted; mixed-reward groups of
@@ -114,7 +115,9 @@ def ads_run(prepared):
 @pytest.fixture(scope="module")
 def dots_run(prepared):
     return _trainer_run(prepared, "dots", DOTS, f"selector.embedding_file={prepared['embeddings']}",
-                        "rollout_filter=replay_fifo", "rollout_filter.fraction=0.25", mini=TASKS)
+                        "rollout_filter=replay_fifo", "rollout_filter.fraction=0.25",
+                        f"rollout_filter.fresh_groups={int(DOTS['fresh_fraction'] * TASKS)}",  # sigma B
+                        f"rollout_filter.first_round_steps={DOTS['round_steps']}", mini=TASKS)
 
 
 def _pool(train: str) -> TaskPool:
