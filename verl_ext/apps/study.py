@@ -333,7 +333,7 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser = argparse.ArgumentParser(prog="python -m verl_ext.apps.study", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     demo.add_options(parser)
-    parser.set_defaults(out="outputs/study", steps=10, eval_k=5)  # 18 runs: half the demo's held-out samples
+    parser.set_defaults(out="outputs/study", steps=10, eval_k=5)  # 21 runs by default: half the demo's held-out samples
     parser.add_argument("--methods", default=",".join(METHODS), help=f"known: {', '.join(METHODS)}; or "
                         "name=override,override")
     parser.add_argument("--seeds", default="0,1,2", help="trainer seeds, comma-separated (intervals need 2 or more)")
