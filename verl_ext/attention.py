@@ -10,6 +10,9 @@ Backends (:data:`BACKENDS`), each a pair of verl overrides (:meth:`AttentionBack
 
 * ``sdpa`` - packed; transformers materialises a dense ``T x T`` boolean mask per micro-batch (1 GiB at 32k
   tokens) and torch cannot use its flash kernel with an arbitrary mask: attention over the whole micro-batch;
+* ``sdpa_per_sequence`` (the CPU mode's, :data:`CPU_PACKED`, not offered to GPUs) - packed; torch's causal SDPA
+  run on each sequence of the row in turn (:func:`sdpa_per_sequence_forward`): no mask, attention within each
+  sequence only; registered in transformers by :mod:`verl_ext.cpu.plugin`;
 * ``sdpa_padded`` - unpacked (``use_remove_padding=false``): attention per sequence, at the cost of the padding,
   and a ``B x 1 x L x L`` mask as soon as one row is padded (torch's causal flash kernel only when no row is:
   ``masking_utils.py:292-301``);
@@ -104,10 +107,10 @@ def get_backend(name: str) -> AttentionBackend:
 def backend_of(attn_implementation: str, use_remove_padding: bool) -> AttentionBackend:
     """The backend a verl config selects (inverse of :meth:`AttentionBackend.overrides`)."""
     packed = bool(use_remove_padding)
-    for backend in BACKENDS.values():
+    for backend in (*BACKENDS.values(), CPU_PACKED):
         if backend.attn_implementation == attn_implementation and backend.packed == packed:
             return backend
-    known = {b.attn_implementation: b for b in BACKENDS.values()}
+    known = {b.attn_implementation: b for b in (*BACKENDS.values(), CPU_PACKED)}
     if attn_implementation not in known and attn_implementation != "eager":
         raise ValueError(f"unknown attn_implementation {attn_implementation!r} (known: {sorted(known)}, eager)")
     like = known.get(attn_implementation, BACKENDS["sdpa"])  # valid, not offered: e.g. flex unpacked, eager
@@ -211,6 +214,64 @@ def flex_reference() -> Iterator[None]:
         yield
     finally:
         hf_flex.compile_friendly_flex_attention, masking_utils.create_block_mask = compiled
+
+
+# ------------------------------------------------------------------ per-sequence SDPA on packed rows (CPU)
+SDPA_PER_SEQUENCE = "sdpa_per_sequence"
+# the CPU mode's backend (verl_ext.cpu.cpu_overrides), not among the GPU's BACKENDS: a loop of small kernels
+CPU_PACKED = AttentionBackend(SDPA_PER_SEQUENCE, SDPA_PER_SEQUENCE, True)
+
+
+def sequence_spans(position_ids: torch.Tensor) -> list[list[tuple[int, int]]]:
+    """Per row of ``position_ids`` ``(batch, T)``, the ``(start, end)`` of each packed sequence: one starts wherever
+    a position does not follow the one before by 1 (transformers' ``find_packed_sequence_indices``)."""
+    starts = torch.diff(position_ids, prepend=position_ids[:, :1] - 1, dim=-1) != 1
+    length = position_ids.shape[1]
+    spans = []
+    for row in starts:
+        cuts = [0, *row.nonzero().flatten().tolist(), length]
+        spans.append(list(zip(cuts[:-1], cuts[1:])))
+    return spans
+
+
+def sdpa_per_sequence_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                              attention_mask: torch.Tensor | None, dropout: float = 0.0,
+                              scaling: float | None = None, is_causal: bool | None = None, **kwargs):
+    """transformers' SDPA attention, run once per packed sequence with torch's causal kernel when the rows carry no
+    mask and no cache (training, scoring); otherwise transformers' SDPA unchanged (padded rows, generation)."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    position_ids = kwargs.get("position_ids")
+    length = query.shape[2]
+    if attention_mask is not None or position_ids is None or length == 1 or key.shape[2] != length:
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout, scaling, is_causal, **kwargs)
+    if kwargs.get("sliding_window") is not None:
+        raise NotImplementedError(f"{SDPA_PER_SEQUENCE}: {type(module).__name__} uses a sliding window, which this "
+                                  "attention does not apply; use sdpa")
+    spans = sequence_spans(position_ids.expand(query.shape[0], -1))
+    rows = [torch.cat([sdpa_attention_forward(module, query[b:b + 1, :, s:e], key[b:b + 1, :, s:e],
+                                              value[b:b + 1, :, s:e], None, dropout, scaling, is_causal, **kwargs)[0]
+                       for s, e in row_spans], dim=1) for b, row_spans in enumerate(spans)]
+    return torch.cat(rows), None
+
+
+def sdpa_per_sequence_mask(batch_size: int, q_length: int, kv_length: int, *args, attention_mask=None, **kwargs):
+    """No mask where :func:`sdpa_per_sequence_forward` splits the rows itself (no padding mask, no cache: its
+    ``position_ids`` mark the sequences); transformers' SDPA mask otherwise."""
+    from transformers.masking_utils import sdpa_mask
+
+    if attention_mask is None and q_length == kv_length:
+        return None
+    return sdpa_mask(batch_size, q_length, kv_length, *args, attention_mask=attention_mask, **kwargs)
+
+
+def register_sdpa_per_sequence() -> None:
+    """Make ``attn_implementation="sdpa_per_sequence"`` loadable in this process (idempotent)."""
+    from transformers.masking_utils import AttentionMaskInterface
+    from transformers.modeling_utils import AttentionInterface
+
+    AttentionInterface.register(SDPA_PER_SEQUENCE, sdpa_per_sequence_forward)
+    AttentionMaskInterface.register(SDPA_PER_SEQUENCE, sdpa_per_sequence_mask)
 
 
 # ------------------------------------------------------------------ (backend, micro-batch budget) pairs a GPU ran

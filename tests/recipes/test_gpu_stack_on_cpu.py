@@ -10,8 +10,9 @@ from omegaconf import OmegaConf
 from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config, Qwen3Config
 
 from tests.recipes.recipes import RECIPES, ROOT, compose_recipe
-from verl_ext.attention import (BACKENDS, MEASURED_PAIRS, actor_backend, attention_line, config_problems,
-                                micro_batch_budgets, model_inputs)
+from verl_ext import attention
+from verl_ext.attention import (BACKENDS, CPU_PACKED, MEASURED_PAIRS, SDPA_PER_SEQUENCE, actor_backend, attention_line,
+                                config_problems, micro_batch_budgets, model_inputs, register_sdpa_per_sequence)
 from verl_ext.apps.bench.attention import model_config, random_model
 from verl_ext.apps.check_gpu import (RECIPE_ATTENTIONS, attention_is_provided, check_update, gpu_install_packages,
                                 requested_attentions, update_check)
@@ -117,3 +118,35 @@ def test_each_backend_gives_the_padded_batchs_log_probs_and_gradients(name):
     assert result["logp_gap"] < 5e-6 and result["grad_gap"] < 5e-6, result
     assert result["leak_logp_gap"] > 0.1 and result["leak_grad_gap"] > 0.1  # sequences seeing each other differ
     assert "gap to eager padded" in check_update(result, "cpu")
+
+
+def test_the_cpu_modes_per_sequence_sdpa_gives_the_padded_batchs_log_probs_and_gradients():
+    """The CPU mode's attention (verl_ext.cpu.cpu_overrides): packed rows, torch's causal SDPA per sequence, against
+    eager attention on the padded batch (log-probs and every gradient), and the leak control as above."""
+    register_sdpa_per_sequence()
+    config = model_config("tiny")
+    result = update_check(lambda: random_model(config, "sdpa", "cpu", torch.float32), CPU_PACKED, "cpu")
+    assert result["logp_gap"] < 5e-6 and result["grad_gap"] < 5e-6, result
+    assert result["leak_logp_gap"] > 0.1 and result["leak_grad_gap"] > 0.1
+
+
+def test_the_cpu_modes_attention_is_sdpa_where_rows_carry_a_mask_or_a_cache():
+    """Padded rows (a 2-D mask) and generation with a KV cache take transformers' SDPA path unchanged: the same
+    logits and the same greedy tokens as sdpa; a packed row is split at its restarting positions, never across."""
+    register_sdpa_per_sequence()
+    config = model_config("tiny")
+    ours, sdpa = (random_model(config, name, "cpu", torch.float32).eval() for name in (SDPA_PER_SEQUENCE, "sdpa"))
+    gen = torch.Generator().manual_seed(1)
+    seqs = [torch.randint(3, config.vocab_size, (n,), generator=gen) for n in (5, 9, 3)]
+    with torch.no_grad():
+        padded = model_inputs(seqs, packed=False)
+        assert torch.equal(ours(**padded).logits, sdpa(**padded).logits)
+        prompt = torch.stack([seqs[1][:4], seqs[1][4:8]])
+        kwargs = dict(max_new_tokens=6, do_sample=False, pad_token_id=0)
+        assert torch.equal(ours.generate(prompt, use_cache=True, **kwargs), sdpa.generate(prompt, use_cache=True,
+                                                                                           **kwargs))
+        packed = ours(**model_inputs(seqs, packed=True)).logits[0]
+        alone = torch.cat([ours(input_ids=s[None], use_cache=False).logits[0] for s in seqs])
+        assert torch.allclose(packed, alone, atol=1e-5)
+    assert attention.sequence_spans(torch.tensor([[0, 1, 2, 0, 1, 0], [0, 1, 2, 3, 4, 5]])) == [
+        [(0, 3), (3, 5), (5, 6)], [(0, 6)]]

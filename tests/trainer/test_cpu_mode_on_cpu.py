@@ -102,7 +102,7 @@ def test_overrides_compose_with_verl_config():
         GlobalHydra.instance().clear()
     assert cfg.trainer.device == "cpu" and cfg.actor_rollout_ref.rollout.name == "hf"
     assert cfg.actor_rollout_ref.actor.strategy == "fsdp2"
-    assert cfg.actor_rollout_ref.model.override_config.attn_implementation == "sdpa"
+    assert cfg.actor_rollout_ref.model.override_config.attn_implementation == "sdpa_per_sequence"
     assert cfg.actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype == cpu_precision()  # this CPU's rule
     for chosen, dtype in ((fp32, "fp32"), (bf16, "bf16")):
         assert chosen.actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype == dtype
