@@ -101,5 +101,5 @@ def test_start_up_line_names_backend_budgets_and_their_measurement():
         "attention flex_attention_padded (padded), micro-batch tokens/GPU update fixed sequence counts, log-probs "
         "fixed sequence counts; flex_attention_padded at fixed sequence counts: not measured on a GPU")
     cpu = compose_recipe("bots", "cpu_embedded", "actor_rollout_ref.model.path=/m", "trainer.device=cpu",
-                         "++actor_rollout_ref.model.override_config.attn_implementation=sdpa_per_sequence")  # the CPU mode's
+                         "++actor_rollout_ref.model.override_config.attn_implementation=sdpa")  # the CPU preset's
     assert attention.attention_line(cpu).endswith("; a CPU run: the GPU measurements do not apply")

@@ -9,10 +9,9 @@ each micro-batch to its longest sequence and passes an attention mask (``transfo
 Backends (:data:`BACKENDS`), each a pair of verl overrides (:meth:`AttentionBackend.overrides`):
 
 * ``sdpa`` - packed; transformers materialises a dense ``T x T`` boolean mask per micro-batch (1 GiB at 32k
-  tokens) and torch cannot use its flash kernel with an arbitrary mask: attention over the whole micro-batch;
-* ``sdpa_per_sequence`` (the CPU mode's, :data:`CPU_PACKED`, not offered to GPUs) - packed; torch's causal SDPA
-  run on each sequence of the row in turn (:func:`sdpa_per_sequence_forward`): no mask, attention within each
-  sequence only; registered in transformers by :mod:`verl_ext.cpu.plugin`;
+  tokens) and torch cannot use its flash kernel with an arbitrary mask: attention over the whole micro-batch (the
+  CPU mode replaces it with :func:`sdpa_per_sequence_forward`, the same attention per sequence:
+  :mod:`verl_ext.cpu.shims`);
 * ``sdpa_padded`` - unpacked (``use_remove_padding=false``): attention per sequence, at the cost of the padding,
   and a ``B x 1 x L x L`` mask as soon as one row is padded (torch's causal flash kernel only when no row is:
   ``masking_utils.py:292-301``);
@@ -107,10 +106,10 @@ def get_backend(name: str) -> AttentionBackend:
 def backend_of(attn_implementation: str, use_remove_padding: bool) -> AttentionBackend:
     """The backend a verl config selects (inverse of :meth:`AttentionBackend.overrides`)."""
     packed = bool(use_remove_padding)
-    for backend in (*BACKENDS.values(), CPU_PACKED):
+    for backend in BACKENDS.values():
         if backend.attn_implementation == attn_implementation and backend.packed == packed:
             return backend
-    known = {b.attn_implementation: b for b in (*BACKENDS.values(), CPU_PACKED)}
+    known = {b.attn_implementation: b for b in BACKENDS.values()}
     if attn_implementation not in known and attn_implementation != "eager":
         raise ValueError(f"unknown attn_implementation {attn_implementation!r} (known: {sorted(known)}, eager)")
     like = known.get(attn_implementation, BACKENDS["sdpa"])  # valid, not offered: e.g. flex unpacked, eager
@@ -218,8 +217,6 @@ def flex_reference() -> Iterator[None]:
 
 # ------------------------------------------------------------------ per-sequence SDPA on packed rows (CPU)
 SDPA_PER_SEQUENCE = "sdpa_per_sequence"
-# the CPU mode's backend (verl_ext.cpu.cpu_overrides), not among the GPU's BACKENDS: a loop of small kernels
-CPU_PACKED = AttentionBackend(SDPA_PER_SEQUENCE, SDPA_PER_SEQUENCE, True)
 
 
 def sequence_spans(position_ids: torch.Tensor) -> list[list[tuple[int, int]]]:
@@ -237,17 +234,18 @@ def sequence_spans(position_ids: torch.Tensor) -> list[list[tuple[int, int]]]:
 def sdpa_per_sequence_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                               attention_mask: torch.Tensor | None, dropout: float = 0.0,
                               scaling: float | None = None, is_causal: bool | None = None, **kwargs):
-    """transformers' SDPA attention, run once per packed sequence with torch's causal kernel when the rows carry no
-    mask and no cache (training, scoring); otherwise transformers' SDPA unchanged (padded rows, generation)."""
+    """transformers' SDPA attention, run on each sequence of a packed row with torch's causal kernel where
+    :func:`sdpa_per_sequence_mask` left the mask out (no padding, no cache: training and scoring); transformers' SDPA
+    unchanged otherwise (padded rows, generation, sliding windows). Equal to SDPA under the dense ``T x T`` mask,
+    with the attention work of the sequences instead of the row's."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     position_ids = kwargs.get("position_ids")
     length = query.shape[2]
-    if attention_mask is not None or position_ids is None or length == 1 or key.shape[2] != length:
+    causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
+    if (attention_mask is not None or not causal or position_ids is None or position_ids.dim() != 2 or length == 1
+            or key.shape[2] != length):
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout, scaling, is_causal, **kwargs)
-    if kwargs.get("sliding_window") is not None:
-        raise NotImplementedError(f"{SDPA_PER_SEQUENCE}: {type(module).__name__} uses a sliding window, which this "
-                                  "attention does not apply; use sdpa")
     spans = sequence_spans(position_ids.expand(query.shape[0], -1))
     rows = [torch.cat([sdpa_attention_forward(module, query[b:b + 1, :, s:e], key[b:b + 1, :, s:e],
                                               value[b:b + 1, :, s:e], None, dropout, scaling, is_causal, **kwargs)[0]
@@ -255,23 +253,28 @@ def sdpa_per_sequence_forward(module: torch.nn.Module, query: torch.Tensor, key:
     return torch.cat(rows), None
 
 
-def sdpa_per_sequence_mask(batch_size: int, q_length: int, kv_length: int, *args, attention_mask=None, **kwargs):
-    """No mask where :func:`sdpa_per_sequence_forward` splits the rows itself (no padding mask, no cache: its
+def sdpa_per_sequence_mask(batch_size: int, q_length: int, kv_length: int, *args, attention_mask=None,
+                           local_size: int | None = None, use_vmap: bool = False, **kwargs):
+    """No mask where :func:`sdpa_per_sequence_forward` splits the rows itself: a causal mask (``create_causal_mask``
+    passes ``allow_is_causal_skip``) with no padding, no cache, no sliding window and no extra mask function (the
     ``position_ids`` mark the sequences); transformers' SDPA mask otherwise."""
     from transformers.masking_utils import sdpa_mask
 
-    if attention_mask is None and q_length == kv_length:
+    if (attention_mask is None and local_size is None and not use_vmap and "allow_is_causal_skip" in kwargs
+            and q_length == kv_length):
         return None
-    return sdpa_mask(batch_size, q_length, kv_length, *args, attention_mask=attention_mask, **kwargs)
+    return sdpa_mask(batch_size, q_length, kv_length, *args, attention_mask=attention_mask, local_size=local_size,
+                     use_vmap=use_vmap, **kwargs)
 
 
-def register_sdpa_per_sequence() -> None:
-    """Make ``attn_implementation="sdpa_per_sequence"`` loadable in this process (idempotent)."""
+def register_sdpa_per_sequence(name: str = SDPA_PER_SEQUENCE) -> None:
+    """Make transformers' ``attn_implementation=name`` run :func:`sdpa_per_sequence_forward` in this process; the CPU
+    mode registers it as ``sdpa`` (:mod:`verl_ext.cpu.shims`), so configs and saved checkpoints keep saying ``sdpa``."""
     from transformers.masking_utils import AttentionMaskInterface
     from transformers.modeling_utils import AttentionInterface
 
-    AttentionInterface.register(SDPA_PER_SEQUENCE, sdpa_per_sequence_forward)
-    AttentionMaskInterface.register(SDPA_PER_SEQUENCE, sdpa_per_sequence_mask)
+    AttentionInterface.register(name, sdpa_per_sequence_forward)
+    AttentionMaskInterface.register(name, sdpa_per_sequence_mask)
 
 
 # ------------------------------------------------------------------ (backend, micro-batch budget) pairs a GPU ran

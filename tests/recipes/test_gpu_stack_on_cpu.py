@@ -11,8 +11,9 @@ from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config, Qwen3Co
 
 from tests.recipes.recipes import RECIPES, ROOT, compose_recipe
 from verl_ext import attention
-from verl_ext.attention import (BACKENDS, CPU_PACKED, MEASURED_PAIRS, SDPA_PER_SEQUENCE, actor_backend, attention_line,
-                                config_problems, micro_batch_budgets, model_inputs, register_sdpa_per_sequence)
+from verl_ext.attention import (BACKENDS, MEASURED_PAIRS, SDPA_PER_SEQUENCE, AttentionBackend, actor_backend,
+                                attention_line, config_problems, micro_batch_budgets, model_inputs,
+                                register_sdpa_per_sequence)
 from verl_ext.apps.bench.attention import model_config, random_model
 from verl_ext.apps.check_gpu import (RECIPE_ATTENTIONS, attention_is_provided, check_update, gpu_install_packages,
                                 requested_attentions, update_check)
@@ -121,11 +122,13 @@ def test_each_backend_gives_the_padded_batchs_log_probs_and_gradients(name):
 
 
 def test_the_cpu_modes_per_sequence_sdpa_gives_the_padded_batchs_log_probs_and_gradients():
-    """The CPU mode's attention (verl_ext.cpu.cpu_overrides): packed rows, torch's causal SDPA per sequence, against
-    eager attention on the padded batch (log-probs and every gradient), and the leak control as above."""
+    """The CPU mode's sdpa on packed rows (verl_ext.cpu.shims, registered here under its own name): torch's causal
+    SDPA per sequence, against eager attention on the padded batch (log-probs and every gradient), and the leak
+    control as above."""
     register_sdpa_per_sequence()
     config = model_config("tiny")
-    result = update_check(lambda: random_model(config, "sdpa", "cpu", torch.float32), CPU_PACKED, "cpu")
+    backend = AttentionBackend(SDPA_PER_SEQUENCE, SDPA_PER_SEQUENCE, packed=True)
+    result = update_check(lambda: random_model(config, "sdpa", "cpu", torch.float32), backend, "cpu")
     assert result["logp_gap"] < 5e-6 and result["grad_gap"] < 5e-6, result
     assert result["leak_logp_gap"] > 0.1 and result["leak_grad_gap"] > 0.1
 

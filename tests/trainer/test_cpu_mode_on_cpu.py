@@ -102,7 +102,7 @@ def test_overrides_compose_with_verl_config():
         GlobalHydra.instance().clear()
     assert cfg.trainer.device == "cpu" and cfg.actor_rollout_ref.rollout.name == "hf"
     assert cfg.actor_rollout_ref.actor.strategy == "fsdp2"
-    assert cfg.actor_rollout_ref.model.override_config.attn_implementation == "sdpa_per_sequence"
+    assert cfg.actor_rollout_ref.model.override_config.attn_implementation == "sdpa"
     assert cfg.actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype == cpu_precision()  # this CPU's rule
     for chosen, dtype in ((fp32, "fp32"), (bf16, "bf16")):
         assert chosen.actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype == dtype
@@ -159,6 +159,9 @@ out = {"device": get_device_name(), "backend": get_nccl_backend(), "resource": g
        "pin_memory": CPUOffloadPolicy(pin_memory=True).pin_memory}
 out["rollout"] = get_rollout_class("hf", "async").__name__
 out["replica"] = RolloutReplicaRegistry.get("hf").__name__
+from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+out["sdpa"] = [ALL_ATTENTION_FUNCTIONS["sdpa"].__name__, ALL_MASK_ATTENTION_FUNCTIONS["sdpa"].__name__]
 if out["device"] == "cpu":
     import torch, torch.distributed as dist
     os.environ.update(RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ["PROBE_PORT"])
@@ -188,6 +191,7 @@ def test_plugin_in_cpu_mode():
     assert out["patched"] and not out["pin_memory"] and "gloo" in out["pg_backend"] and out["all_reduce"] == [1.0, 1.0]
     assert out["rollout"] == "HFServerAdapter" and out["replica"] == "HFReplica"
     assert out["engine"] == "FSDPEngineWithLMHead" and out["mem_free_gb"] > 0
+    assert out["sdpa"] == ["sdpa_per_sequence_forward", "sdpa_per_sequence_mask"]  # shim 3: packed rows per sequence
 
 
 def test_plugin_is_inert_without_verl_platform():
@@ -196,6 +200,7 @@ def test_plugin_is_inert_without_verl_platform():
                       clear=("VERL_PLATFORM", "VERL_ENGINE_DEVICE", "VERL_ENGINE_VENDOR"))
     assert out["device"] != "cpu" and not out["patched"] and out["pin_memory"]
     assert out["rollout"] == "HFServerAdapter"  # the backend is available, but only if a config names it
+    assert out["sdpa"] == ["sdpa_attention_forward", "sdpa_mask"]  # transformers' own
 
 
 def test_device_module_covers_verl_calls():

@@ -52,13 +52,9 @@ What each piece is for (verl 0.9.1 file:line)
 * ``strategy=fsdp2``: the path verified here (and the one the hf backend's unsharding handles);
   the FSDP1 path passes ``device_id=get_device_id()`` to ``FullyShardedDataParallel``
   (``workers/engine/fsdp/transformer_impl.py:441``) and was not tried.
-* ``override_config.attn_implementation=sdpa_per_sequence`` (:func:`verl_ext.attention.sdpa_per_sequence_forward`):
-  verl defaults to ``flash_attention_2`` (``workers/config/model.py:185``), which needs CUDA.
-  ``use_remove_padding`` keeps verl's default, ``True`` (one packed row per micro-batch). Plain ``sdpa`` on a
-  packed row attends over the whole micro-batch under a dense ``T x T`` mask; this one runs torch's causal SDPA
-  per sequence: the same log-probs (fp32, within 2.1e-5 of ``sdpa``, as eager), measured in verl's actor on the
-  demo's step (24 x ~75 tokens, issue 35): old log-probs 4.8 -> ~3 s, update 14.8 -> ~11 s on a loaded 2-core
-  machine. The critic keeps ``sdpa``.
+* ``override_config.attn_implementation=sdpa``: verl defaults to ``flash_attention_2``
+  (``workers/config/model.py:185``), which needs CUDA. (``use_remove_padding`` keeps verl's default,
+  ``True``; it was checked to work on CPU with SDPA, rollout/actor log-prob gap about 6e-6.)
 * ``use_torch_compile=False``: ``torch.compile`` of the entropy function (``transformer_impl.py:183``)
   would compile C++ kernels at the first call: start-up time, no gain at these sizes.
 * ``fsdp_config.mixed_precision``: compute dtype by :func:`cpu_precision`: bf16 on CPUs with bf16
@@ -242,7 +238,7 @@ def cpu_overrides(
         "actor_rollout_ref.actor.strategy=fsdp2",
         "actor_rollout_ref.ref.strategy=fsdp2",
         "critic.strategy=fsdp2",
-        "++actor_rollout_ref.model.override_config.attn_implementation=sdpa_per_sequence",
+        "++actor_rollout_ref.model.override_config.attn_implementation=sdpa",
         "++critic.model.override_config.attn_implementation=sdpa",
         "actor_rollout_ref.actor.use_torch_compile=False",
         "actor_rollout_ref.actor.fsdp_config.use_torch_compile=False",

@@ -6,21 +6,17 @@ anything calls ``get_platform()``. This module:
 
 1. registers the ``cpu`` platform (selected only by ``VERL_PLATFORM=cpu``);
 2. registers the ``hf`` rollout backend in ``_ROLLOUT_REGISTRY`` and ``RolloutReplicaRegistry``
-   (selected only by ``actor_rollout_ref.rollout.name=hf``);
-3. registers transformers' attention ``sdpa_per_sequence`` (:func:`verl_ext.attention.sdpa_per_sequence_forward`,
-   selected only by ``attn_implementation=sdpa_per_sequence``: the CPU mode's choice) once
-   ``transformers.modeling_utils`` is imported.
+   (selected only by ``actor_rollout_ref.rollout.name=hf``).
 
-All three are registry entries: importing this module changes nothing unless the configuration asks for
+Both are registry entries: importing this module changes nothing unless the configuration asks for
 them, so it is safe on GPU machines.
 
-4. Only when ``VERL_PLATFORM=cpu``: applies the shims of :mod:`verl_ext.cpu.shims` (monkeypatches
+3. Only when ``VERL_PLATFORM=cpu``: applies the shims of :mod:`verl_ext.cpu.shims` (monkeypatches
    for spots where verl 0.9.1 has no hook; each one is documented there).
-5. Only under :func:`verl_ext.cpu.vllm_rollout.shm_cleanup` (``VERL_EXT_SHM_PREFIX`` set): names the process's
+4. Only under :func:`verl_ext.cpu.vllm_rollout.shm_cleanup` (``VERL_EXT_SHM_PREFIX`` set): names the process's
    shared-memory segments with the run's prefix, so that the clean-up removes them and no one else's.
 """
 
-from verl_ext.attention import register_sdpa_per_sequence
 from verl_ext.cpu import is_cpu_mode, platform, shims, vllm_rollout  # noqa: F401  (platform registers on import)
 
 HF_ROLLOUT_MODULE = "verl_ext.cpu.hf_rollout"
@@ -46,8 +42,6 @@ def register_hf_rollout() -> None:
 
 
 register_hf_rollout()
-# when transformers' model code loads (a process that never loads a model does not pay for importing it)
-shims.when_imported("transformers.modeling_utils", lambda _: register_sdpa_per_sequence())
 if is_cpu_mode():
     shims.apply()
 vllm_rollout.use_run_prefix()
