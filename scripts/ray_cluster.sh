@@ -127,6 +127,7 @@ start_node() {  # start_node ROLE RAY-START-ARGS...
   fi
   if [[ "$CPU_MODE" == 1 ]]; then
     export OMP_NUM_THREADS="${OMP_NUM_THREADS:-$(nproc)}"
+    export RAY_LD_PRELOAD_ON_WORKERS=1  # the workers keep Ray's jemalloc (verl_ext.cpu.DRIVER_ENV says why)
     [[ "$role" == head ]] && args+=(--include-dashboard=false)
   fi
   mkdir -p "$TEMP_DIR"
