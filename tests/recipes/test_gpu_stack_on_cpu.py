@@ -10,10 +10,9 @@ from omegaconf import OmegaConf
 from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config, Qwen3Config
 
 from tests.recipes.recipes import RECIPES, ROOT, compose_recipe
-from verl_ext import attention
 from verl_ext.attention import (BACKENDS, MEASURED_PAIRS, SDPA_PER_SEQUENCE, AttentionBackend, actor_backend,
                                 attention_line, config_problems, micro_batch_budgets, model_inputs,
-                                register_sdpa_per_sequence)
+                                register_sdpa_per_sequence, sequence_spans)
 from verl_ext.apps.bench.attention import model_config, random_model
 from verl_ext.apps.check_gpu import (RECIPE_ATTENTIONS, attention_is_provided, check_update, gpu_install_packages,
                                 requested_attentions, update_check)
@@ -151,5 +150,5 @@ def test_the_cpu_modes_attention_is_sdpa_where_rows_carry_a_mask_or_a_cache():
         packed = ours(**model_inputs(seqs, packed=True)).logits[0]
         alone = torch.cat([ours(input_ids=s[None], use_cache=False).logits[0] for s in seqs])
         assert torch.allclose(packed, alone, atol=1e-5)
-    assert attention.sequence_spans(torch.tensor([[0, 1, 2, 0, 1, 0], [0, 1, 2, 3, 4, 5]])) == [
+    assert sequence_spans(torch.tensor([[0, 1, 2, 0, 1, 0], [0, 1, 2, 3, 4, 5]])) == [
         [(0, 3), (3, 5), (5, 6)], [(0, 6)]]
