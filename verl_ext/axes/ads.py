@@ -205,8 +205,10 @@ class AdsSelector(TaskSelector):
         return self.pool.index[self.orders[slot][self.mini[slot]]]
 
     # ---------------------------------------------------------------- selection
-    def select(self, step: int, batch_size: int) -> np.ndarray:
+    def select(self, step: int, batch_size: int, exclude=None) -> np.ndarray:
         cfg = self.config
+        if exclude is not None and len(exclude):
+            raise ValueError("selector=ads draws whole mini-clusters per step (§3.2) and cannot skip tasks in flight")
         wanted = cfg.clusters_per_step * cfg.mini_cluster_size
         if wanted > batch_size:
             raise ValueError(f"selector=ads: clusters_per_step x mini_cluster_size = {cfg.clusters_per_step} x "

@@ -28,6 +28,8 @@ class FixedAllocatorConfig:
 
 
 class FixedAllocator(BudgetAllocator):
+    stale_evidence = "not read: the counts do not depend on results"
+
     def allocate(self, step: int, tasks: np.ndarray, total: int) -> np.ndarray:
         if total % len(tasks):
             raise ValueError(f"fixed allocator: total {total} is not a multiple of {len(tasks)} tasks")
@@ -46,6 +48,8 @@ class VarianceAllocatorConfig:
 
 
 class VarianceAllocator(BudgetAllocator):
+    stale_evidence = ("counted as fresh: a task's last pass rate is its latest trained group, whatever its age "
+                      "[decision: the only evidence the rule keeps]")
     def __init__(self, config: VarianceAllocatorConfig, seed: int):
         super().__init__(config, seed)
         self._last_pass_rate: dict[int, float] = {}

@@ -97,6 +97,9 @@ def reference_pass_rates(pool: TaskPool, config: BotsSelectorConfig) -> tuple[np
 
 
 class BotsSelector(TaskSelector):
+    stale_evidence = ("weighted (1 - λ)^lag: evidence generated lag policy updates ago counts as if absorbed then and "
+                      "forgotten at every update since [decision: §3.2's forgetting applied to the evidence's age]")
+
     def __init__(self, config: BotsSelectorConfig, pool: TaskPool, seed: int):
         super().__init__(config, pool, seed)
         if config.uses_reference:
@@ -132,13 +135,14 @@ class BotsSelector(TaskSelector):
                 draw(k)
         return out
 
-    def select(self, step: int, batch_size: int) -> np.ndarray:
+    def select(self, step: int, batch_size: int, exclude=None) -> np.ndarray:
         n = len(self.pool)
-        if not 0 < batch_size <= n:
-            raise ValueError(f"selector=bots: batch of {batch_size} tasks from a pool of {n}")
+        free = self.available(exclude, batch_size)
         p_hat = self.estimates()
         distance = np.subtract(p_hat, self.config.target)  # -utility: the B smallest |p̂ - p*| win
         np.abs(distance, out=distance)
+        if free is not None:  # tasks in flight: drawn as usual (same random streams), never chosen
+            distance[~free] = np.inf
         if self.config.temperature > 0:  # Gumbel top-B = B draws without replacement from softmax(u / τ)
             distance /= self.config.temperature
             keys, order = np.subtract(distance, self.rng.gumbel(size=n), out=distance), None
@@ -170,6 +174,12 @@ class BotsSelector(TaskSelector):
         positions = self.pool.positions(stats.index)
         n = stats.n.astype(np.float64)
         successes = stats.mean_reward * n  # s_i = Σ r (fractional for non-binary rewards)
+        lag = results.lag(step)
+        if lag.any():  # as if absorbed when generated and forgotten once per policy update since (STALE_EVIDENCE)
+            weight = (1.0 - cfg.forgetting) ** lag
+            inverse = np.searchsorted(stats.index, results.task_index)
+            n = np.bincount(inverse, weights=weight, minlength=len(stats.index))
+            successes = np.bincount(inverse, weights=weight * results.reward, minlength=len(stats.index))
         observed = successes / n
 
         lam, rho = cfg.forgetting, self.implicit_weight
@@ -179,7 +189,7 @@ class BotsSelector(TaskSelector):
         if rho > 0.0:
             p_tilde = self._implicit_estimates(positions, observed)
             gap = float(np.mean(np.abs(p_tilde[positions] - observed)))
-            m = float(cfg.pseudo_rollouts) if cfg.pseudo_rollouts is not None else float(n.mean())
+            m = float(cfg.pseudo_rollouts) if cfg.pseudo_rollouts is not None else float(stats.n.mean())
             pseudo_s = np.multiply(p_tilde, rho * m, out=p_tilde)
             pseudo_f = np.subtract(rho * m, pseudo_s)
             # selected tasks: p̃ is the observed s/n with m = n, so (1-ρ)s + ρ n (s/n) = s

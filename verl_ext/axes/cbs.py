@@ -96,6 +96,8 @@ def _begin_round(name: str, scheduler: CbsScheduler, step: int, rollouts: Rollou
 
 class CbsStarFilter(RolloutFilter):
     needs_entropy = True
+    stale_evidence = ("not read: scores the rows trained at a step by features the trainer measures under the policy "
+                      "that trains them (entropy, advantage); its bandit learns from that update")
 
     def __init__(self, config: CbsStarFilterConfig, seed: int):
         super().__init__(config, seed)

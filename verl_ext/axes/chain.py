@@ -25,6 +25,9 @@ class FilterChain(RolloutFilter):
         self.replay_correction = filters[-1].replay_correction
         self.needs_clip_fraction = any(f.needs_clip_fraction for f in filters)
         self.needs_entropy = any(f.needs_entropy for f in filters)
+        rules = [f.stale_evidence for f in filters]
+        self.stale_evidence = None if None in rules else "; ".join(f"{type(f).__name__}: {r}" for f, r in
+                                                                    zip(filters, rules))
         self._metrics: dict[str, float] = {}
 
     def begin_step(self, step: int, rollouts: RolloutView) -> None:

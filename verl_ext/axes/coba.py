@@ -200,6 +200,8 @@ class CobaAllocatorConfig(CobaBaseConfig):
 
 
 class CobaAllocator(BudgetAllocator):
+    stale_evidence = ("counted as fresh: pass rates enter the per-task history and the failure-rate window when "
+                      "their group trains [decision: the window (CoBA-RL §2.2) already averages over steps]")
     """CoBA-RL with the ``(α, β)`` schedule of its config (see the module docstring)."""
 
     def __init__(self, config, seed: int):

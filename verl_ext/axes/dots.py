@@ -219,11 +219,14 @@ class DotsSelector(TaskSelector):
         self.line = np.array([a, float(y.mean() - a * x.mean())])
 
     # ---------------------------------------------------------------- selection
-    def select(self, step: int, batch_size: int) -> np.ndarray:
-        n = len(self.pool)
-        if not 0 < batch_size <= n:
-            raise ValueError(f"selector=dots: batch of {batch_size} tasks from a pool of {n}")
-        return self._serve_round(batch_size) if self.config.protocol == "measured" else self._select_in_batch(batch_size)
+    def select(self, step: int, batch_size: int, exclude=None) -> np.ndarray:
+        free = self.available(exclude, batch_size)
+        if self.config.protocol == "measured":
+            if free is not None:
+                raise ValueError("selector=dots protocol=measured serves rounds chosen in advance and cannot skip "
+                                 "tasks in flight; use protocol=in_batch")
+            return self._serve_round(batch_size)
+        return self._select_in_batch(batch_size, free)
 
     def _draw(self, d_hat: np.ndarray, k: int) -> np.ndarray:
         """``k`` positions into ``d_hat`` near ``target``, best first: Gumbel top-k draws, or the closest."""
@@ -238,13 +241,14 @@ class DotsSelector(TaskSelector):
         top = top[np.argsort(keys[top], kind="stable")]
         return top if order is None else order[top]
 
-    def _select_in_batch(self, batch_size: int) -> np.ndarray:
+    def _select_in_batch(self, batch_size: int, free: Optional[np.ndarray] = None) -> np.ndarray:
         cfg, n = self.config, len(self.pool)
         if cfg.reference_size >= batch_size:
             raise ValueError(f"selector=dots: reference_size={cfg.reference_size} must be smaller than the batch of "
                              f"{batch_size} tasks (the reference prompts are part of it)")
-        reference = self.rng.choice(n, size=cfg.reference_size, replace=False)
-        rest = np.setdiff1d(np.arange(n), reference)  # ascending: deterministic
+        candidates = np.arange(n) if free is None else np.flatnonzero(free)
+        reference = candidates[self.rng.choice(len(candidates), size=cfg.reference_size, replace=False)]
+        rest = np.setdiff1d(candidates, reference)  # ascending: deterministic
         k = batch_size - cfg.reference_size
         d_hat = self.predict(rest)
         if len(self.key_positions) == 0:  # nothing measured yet: uniform

@@ -18,6 +18,8 @@ class KeepAllFilterConfig:
 
 
 class KeepAllFilter(RolloutFilter):
+    stale_evidence = "not read: keeps every rollout"
+
     def select(self, step: int, rollouts) -> np.ndarray:
         return np.arange(len(rollouts))
 
@@ -39,6 +41,8 @@ class DegenerateGroupFilterConfig:
 
 
 class DegenerateGroupFilter(RolloutFilter):
+    stale_evidence = "not read: decides on each group's own rewards, whatever their age"
+
     def select(self, step: int, rollouts) -> np.ndarray:
         require_finite(f"rollout_filter={self.config.name}", step, reward=rollouts.reward)
         groups = GroupRewards.of(rollouts.group, rollouts.reward)
@@ -64,6 +68,8 @@ class DapoDynamicFilterConfig:
 
 
 class DapoDynamicFilter(RolloutFilter):
+    stale_evidence = "not read: decides on each group's own rewards, whatever their age"
+
     def select(self, step: int, rollouts) -> np.ndarray:
         require_finite(f"rollout_filter={self.config.name}", step, reward=rollouts.reward)
         groups = GroupRewards.of(rollouts.group, rollouts.reward)

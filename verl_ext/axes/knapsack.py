@@ -59,6 +59,8 @@ class KnapsackAllocatorConfig:
 
 
 class KnapsackAllocator(BudgetAllocator):
+    stale_evidence = ("counted as fresh: pass rates enter the per-task history when their group trains [decision: "
+                      "Knapsack-RL keeps each task's latest estimate, the paper is silent on age]")
     def __init__(self, config: KnapsackAllocatorConfig, seed: int):
         super().__init__(config, seed)
         self.history = TaskHistory(1)

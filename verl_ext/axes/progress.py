@@ -161,6 +161,8 @@ def _ema(old: np.ndarray, new: np.ndarray, alpha: float, first: np.ndarray) -> n
 
 
 class ProgressSelector(TaskSelector):
+    stale_evidence = ("counted as fresh: a bucket's short and long EMAs take the score when its group trains "
+                      "[decision: the EMAs' own horizons are longer than the off-policy threshold's lag]")
     def __init__(self, config: ProgressSelectorConfig, pool: TaskPool, seed: int):
         super().__init__(config, pool, seed)
         self.rng = np.random.default_rng(seed)
@@ -201,11 +203,11 @@ class ProgressSelector(TaskSelector):
         p = mixture(self.utility(), self.seen, self.prior, c.epsilon, c.temperature)
         return bound_to_simplex(p, self.lower, self.upper)
 
-    def select(self, step: int, batch_size: int) -> np.ndarray:
-        if not 0 < batch_size <= len(self.pool):
-            raise ValueError(f"selector={self.config.name}: batch of {batch_size} tasks from a pool of {len(self.pool)}")
+    def select(self, step: int, batch_size: int, exclude=None) -> np.ndarray:
+        free = self.available(exclude, batch_size)
         p = self.distribution()
-        left = list(self.members)  # the prompts not yet chosen per bucket; replaced, never changed in place
+        # the prompts not yet chosen (nor in flight) per bucket; replaced, never changed in place
+        left = list(self.members) if free is None else [m[free[m]] for m in self.members]
         chosen: list[np.ndarray] = []
         need = batch_size
         while need:
@@ -296,6 +298,8 @@ class PromptUtilitySelectorConfig:
 
 
 class PromptUtilitySelector(TaskSelector):
+    stale_evidence = ("counted as fresh: a prompt's utility takes its group's results when the group trains "
+                      "[decision: as the progress selector]")
     FIELDS = ("short", "long", "variance", "groups", "degenerate", "rollouts", "valid", "times")
 
     def __init__(self, config: PromptUtilitySelectorConfig, pool: TaskPool, seed: int):
@@ -318,10 +322,11 @@ class PromptUtilitySelector(TaskSelector):
         n = len(self.pool)
         return mixture(self.utility(), self.seen, np.full(n, 1.0 / n), self.config.epsilon, self.config.temperature)
 
-    def select(self, step: int, batch_size: int) -> np.ndarray:
-        if not 0 < batch_size <= len(self.pool):
-            raise ValueError(f"selector=prompt_utility: batch of {batch_size} tasks from a pool of {len(self.pool)}")
+    def select(self, step: int, batch_size: int, exclude=None) -> np.ndarray:
+        free = self.available(exclude, batch_size)
         keys = np.log(self.distribution()) + self.rng.gumbel(size=len(self.pool))
+        if free is not None:
+            keys[~free] = -np.inf
         positions = np.argsort(-keys, kind="stable")[:batch_size]
         self.times[positions] += 1
         return self.pool.index[positions]

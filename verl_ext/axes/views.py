@@ -89,11 +89,30 @@ class StepResults:
     reward: np.ndarray  # float [R], the verifier score
     success: np.ndarray  # bool [R], reward counts as a success (score >= 1)
     format_valid: np.ndarray | None = None  # bool [R], the verifier's well-formed-answer flag (None: not reported)
+    # the evidence's age (asynchronous training; None: generated for this step by the policy it trains, as in sync)
+    submit_step: np.ndarray | None = None  # int64 [R], the step each rollout's prompt was submitted at
+    weight_version: np.ndarray | None = None  # int64 [R, 2], oldest and newest policy version that generated it
 
     @classmethod
     def from_rewards(cls, task_index, reward, success_threshold: float = 1.0) -> "StepResults":
         reward = np.asarray(reward, dtype=np.float64)
         return cls(np.asarray(task_index, dtype=np.int64), reward, reward >= success_threshold)
+
+    def lag(self, step: int) -> np.ndarray:
+        """int64 [R]: policy updates between the oldest weights that generated each rollout and the policy trained at
+        ``step`` (version ``step - 1``: verl's ``trajectory_staleness_worst``); 0 throughout a synchronous run."""
+        if self.weight_version is None:
+            return np.zeros(len(self.reward), dtype=np.int64)
+        versions = np.asarray(self.weight_version, dtype=np.int64)
+        if versions.shape != (len(self.reward), 2) or np.any(versions[:, 0] > versions[:, 1]):
+            raise ValueError(f"step {step}: weight_version must hold (oldest, newest) per rollout, got shape "
+                             f"{versions.shape} for {len(self.reward)} rollouts")
+        lag = (step - 1) - versions[:, 0]
+        if np.any(lag < 0):
+            bad = np.flatnonzero(lag < 0)[:3]
+            raise ValueError(f"step {step}: rollouts at positions {bad.tolist()} report weight versions "
+                             f"{versions[bad, 0].tolist()}, newer than the policy being trained (version {step - 1})")
+        return lag
 
     def per_task(self) -> "TaskStats":
         """Each task's rollouts of the step taken as one group (:class:`GroupRewards`)."""
