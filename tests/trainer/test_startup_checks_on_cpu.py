@@ -19,8 +19,8 @@ CPU_RECIPE = ("bots", "cpu_embedded", "actor_rollout_ref.model.path=/m")
 
 
 @pytest.mark.parametrize("override, named", [
-    ("trainer.v1.trainer_mode=colocate_async", "trainer.v1.trainer_mode=colocate_async"),
-    ("+trainer.v1.verl_ext.parameter_sync_step=2", "parameter_sync_step=2"),
+    ("trainer.v1.trainer_mode=colocate_async", "verl_ext_colocate_async is verl's colocate_async with the three axes"),
+    ("+trainer.v1.sync.parameter_sync_step=2", "parameter_sync_step=2"),
     ("trainer.v1.sampler.sync_refill_failed_groups=true", "sync_refill_failed_groups"),
     ("algorithm.filter_groups.enable=true", "algorithm.filter_groups.enable"),
     ("distillation.enabled=true", "distillation.enabled"),
@@ -34,6 +34,19 @@ def test_unsupported_settings_are_refused_by_name(override, named):
     with pytest.raises(ValueError, match="not supported by trainer mode verl_ext") as err:
         check_supported(compose_recipe(*CPU_RECIPE, override))
     assert named in str(err.value)
+
+
+@pytest.mark.parametrize("mode", ["verl_ext_colocate_async", "verl_ext_separate_async"])
+def test_async_modes_run_components_with_a_stale_evidence_rule_and_name_the_nearest_setting_otherwise(mode):
+    base = (*CPU_RECIPE, f"trainer.v1.trainer_mode={mode}", "trainer.v1.separate_async.parameter_sync_step=1")
+    check_supported(compose_recipe(*base))
+    verl_mode = mode.removeprefix("verl_ext_")
+    for override, named in [("selector=ads", "nearest: selector=bots"), ("selector=dots", "nearest: selector=bots_dots"),
+                            ("rollout_filter=cbs", "nearest: rollout_filter=cbs_star"),
+                            (f"++trainer.v1.{verl_mode}.parameter_sync_step=2", "parameter_sync_step=2")]:
+        with pytest.raises(ValueError, match="not supported by trainer mode verl_ext") as err:
+            check_supported(compose_recipe(*base, override))
+        assert named in str(err.value)
 
 
 def test_sequence_parallelism_is_accepted_with_flash_attention_only():

@@ -1,14 +1,21 @@
-"""Trainer mode ``verl_ext``: verl 0.9.1's synchronous v1 trainer with the three data-selection axes.
+"""Trainer modes ``verl_ext`` (verl 0.9.1's synchronous v1 trainer), ``verl_ext_colocate_async`` and
+``verl_ext_separate_async`` (verl's asynchronous ones) with the three data-selection axes.
 
-Only small methods of ``PPOTrainerSync`` are overridden (``trainer/ppo/v1/trainer_base.py``, TB):
+Only small methods of verl's trainers are overridden (``trainer/ppo/v1/trainer_base.py``, TB), once for all three
+modes (:class:`DataSelectionMixin`):
 
 =====================================  ==================================================================
-``_build_replay_buffer``               keeps verl's sync semantics (TB compares the mode with ``"sync"``)
+``_build_replay_buffer``               verl's buffer for verl's mode (TB compares the mode with ``"sync"``),
+                                       reporting each sample's groups and each eviction
+                                       (:mod:`verl_ext.trainer.buffers`)
 ``_init_dataloader``                   builds the task pool (``extra_info``) and the three components;
                                        ``data_selection.val_n``: validation samples per prompt by data source;
                                        training rows capped at ``data.max_response_length`` when the rollout
                                        serves longer validation (:mod:`verl_ext.trainer.generation_length`)
-``_next_train_batch``                  the selector's measurement-only tasks rolled out and scored first
+``_next_train_batch``                  every submitted prompt: the step's batch, and in the async modes verl's
+                                       warm-up batches and refills of k prompts (a budget scaled to k); tasks
+                                       in flight (:mod:`verl_ext.trainer.inflight`) are not chosen again. Sync:
+                                       the selector's measurement-only tasks rolled out and scored first
                                        (:mod:`verl_ext.trainer.measurement`), then selector -> stable indices (at
                                        most ``data.train_batch_size``; fewer scale the step's rollout budget),
                                        allocator -> per-prompt ``__rollout_n__``
@@ -37,10 +44,16 @@ The filter cuts the batch at the actor update: verl computes old log-probs, adva
 rollout of the step; the actor learns from the kept ones plus the replayed ones
 (:mod:`verl_ext.trainer.replay`), which keep their generation-time advantages and either their stored
 old log-probs (``replay_correction="stored"``) or the current policy's with the weight π_old / μ
-(``"decoupled"``), and are cleared from TransferQueue right after the update. Not supported (refused before Ray starts,
-:func:`verl_ext.trainer.startup_checks.check_supported`): async modes, ``parameter_sync_step > 1``,
-refills, DAPO ``algorithm.filter_groups`` (use a rollout filter), distillation, a critic whose
-``ppo_mini_batch_size`` differs from the actor's.
+(``"decoupled"``), and are cleared from TransferQueue right after the update.
+
+Asynchronous modes: a trained group is looked up in the in-flight ledger (task, submit step, rollouts) and reaches the
+selector and allocator with its age (``StepResults.submit_step`` / ``weight_version``; each component's
+``stale_evidence`` rule); a group verl evicts (stale beyond ``trainer.v1.sampler.max_off_policy_threshold``, or failed)
+leaves the ledger as no observation (``_on_evicted``), its share per task difficulty logged under
+``data_selection/async/``. Not supported (refused before Ray starts,
+:func:`verl_ext.trainer.startup_checks.check_supported`): ``parameter_sync_step > 1``, sync refills, DAPO
+``algorithm.filter_groups`` (use a rollout filter), a custom sampler, distillation, a critic whose
+``ppo_mini_batch_size`` differs from the actor's; in the async modes, components without a stale-evidence rule.
 """
 
 from __future__ import annotations
@@ -59,6 +72,8 @@ from tensordict import TensorDict
 from transfer_queue import KVBatchMeta
 
 from verl.trainer.ppo.v1.trainer_base import register_trainer
+from verl.trainer.ppo.v1.trainer_colocate_async import PPOTrainerColocateAsync
+from verl.trainer.ppo.v1.trainer_separate_async import PPOTrainerSeparateAsync
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 from verl.utils import tensordict_utils as tu
 from verl.utils.config import omega_conf_to_dataclass
@@ -72,28 +87,31 @@ from verl_ext.trainer import per_sample, records
 from verl_ext.trainer.batching import (
     MiniBatchPlan, fixed_micro_batch_size, mini_batch_tokens, plan_mini_batches, real_rows_per_row, spread_padding,
 )
+from verl_ext.trainer.buffers import reporting
 from verl_ext.trainer.build_axes import build_axes, rollout_budget, task_pool
 from verl_ext.trainer.generation_length import training_cap, with_generation_cap
+from verl_ext.trainer.inflight import EvictionBias, InFlightLedger
 from verl_ext.trainer.measurement import measurement_metrics, measurement_rollouts
 from verl_ext.trainer.replay import (
     ReplayStore, Replayed, recompute_replayed, remeasures_entropy, sync_replay, zero_trainer_fields,
 )
-from verl_ext.trainer.startup_checks import check_supported
+from verl_ext.trainer.startup_checks import ASYNC_MODES, TRAINER_MODE, check_supported
 from verl_ext.trainer.step_metrics import selection_metrics
 from verl_ext.trainer.tq_rows import as_list, rollout_rewards, token_mean
 
 logger = logging.getLogger(__name__)
 
-TRAINER_MODE = "verl_ext"
+ASYNC_PREFIX = "data_selection/async/"
 
 
 @dataclass
 class _Step:
     """What the trainer learns about the current step, from selection to the actor update."""
 
-    tasks: np.ndarray
-    counts: np.ndarray
-    uids: list[str] = field(default_factory=list)  # per selected task
+    tasks: np.ndarray  # per trained group (prompt), in submission order
+    counts: np.ndarray  # its allocated rollouts
+    uids: list[str] = field(default_factory=list)  # its prompt uid
+    submit_step: np.ndarray | None = None  # the step it was submitted at
     measurement: StepResults | None = None  # the selector's measurement-only rollouts, scored before selecting
     keys: list[str] = field(default_factory=list)  # real rollouts, RolloutView order
     view: RolloutView | None = None
@@ -152,10 +170,17 @@ def with_validation_n(dataframe, val_n: dict[str, int], default: int):
     return dataframe.add_column("__rollout_n__", [val_n.get(s, default) for s in sources])
 
 
-@register_trainer(TRAINER_MODE)
-class DataSelectionTrainer(PPOTrainerSync):
+class DataSelectionMixin:
+    """The overrides (module docstring), over one of verl's v1 trainers (``VERL_MODE``)."""
+
+    VERL_MODE = "sync"
+
     def __init__(self, config):
         check_supported(config)  # verl_ext.main ran it before Ray; here for verl's own entry point too
+        self.ledger = InFlightLedger()  # every submitted prompt until trained or evicted
+        self.eviction_bias = EvictionBias()
+        self._chosen = 0  # prompts chosen by the step's own _next_train_batch (a selector may choose fewer)
+        self._measurement: StepResults | None = None
         super().__init__(config)
         self._step: _Step | None = None
         self._plan: MiniBatchPlan | None = None
@@ -166,16 +191,21 @@ class DataSelectionTrainer(PPOTrainerSync):
 
     # ------------------------------------------------------------------ setup
     def _build_replay_buffer(self):
-        # verl gives every mode other than "sync" async semantics (TB:153 buffer class, 731 refill, 902/912/1004 TQ
-        # checkpoints, 1499 prompt payloads); TB:129 just read our name, so report "sync" from here on.
-        self.trainer_mode = "sync"
-        return super()._build_replay_buffer()
+        # verl compares the mode name with "sync" (TB:153 buffer class, 731 refill, 902/912/1004 TQ checkpoints, 1499
+        # prompt payloads) and reads trainer.v1.<mode> (TB:130); TB:129 just read our name: report verl's from here on
+        self.trainer_mode = self.VERL_MODE
+        self.parameter_sync_step = self.config.trainer.v1.get(self.trainer_mode, {}).get("parameter_sync_step", 1)
+        return reporting(super()._build_replay_buffer(), self._on_evicted, self.ledger.submission_rank)
 
     def _init_dataloader(self):
         super()._init_dataloader()
         self.task_pool = task_pool(list(self.train_dataset.dataframe["extra_info"]))
         self.axes = build_axes(self.config, self.task_pool)
         self.rollout_budget = rollout_budget(self.config)
+        column = self.config.data_selection.get("difficulty_column")
+        if column and column in self.task_pool.columns:
+            self.eviction_bias.reference = dict(zip(self.task_pool.index.tolist(),
+                                                    np.asarray(self.task_pool.column(column), dtype=float).tolist()))
         self.run_dir = os.path.abspath(self.config.trainer.default_local_dir)
         cap = training_cap(self.config)
         if cap is not None:  # validation generates to the rollout's (longer) length
@@ -195,21 +225,28 @@ class DataSelectionTrainer(PPOTrainerSync):
 
     # ------------------------------------------------------------------ before generation
     def _next_train_batch(self, num_prompts: int | None = None):
+        """Every prompt submitted for generation: the step's batch (``num_prompts`` None) and, in the async modes,
+        verl's warm-up batches and refills of evicted groups; tasks in flight are not chosen again."""
         size = int(self.config.data.train_batch_size)
-        if num_prompts not in (None, size):
+        step_batch = num_prompts is None
+        wanted = size if step_batch else int(num_prompts)
+        if self.trainer_mode == "sync" and wanted != size:
             raise RuntimeError(f"{TRAINER_MODE}: refilling {num_prompts} prompts is not supported")
         step = self.global_steps
-        measured = np.asarray(self.axes.selector.measurement(step), dtype=np.int64)
         measurement = None
-        if len(measured):  # rolled out, scored and dropped before the selection (DOTS's reference set)
-            with marked_timer("measurement", self.timing_raw):
-                measurement = measurement_rollouts(self, measured, int(self.config.actor_rollout_ref.rollout.n))
-            self.axes.selector.measure(step, measurement)
+        if self.trainer_mode == "sync":
+            measured = np.asarray(self.axes.selector.measurement(step), dtype=np.int64)
+            if len(measured):  # rolled out, scored and dropped before the selection (DOTS's reference set)
+                with marked_timer("measurement", self.timing_raw):
+                    measurement = measurement_rollouts(self, measured, int(self.config.actor_rollout_ref.rollout.n))
+                self.axes.selector.measure(step, measurement)
+        in_flight = self.ledger.tasks() if len(self.ledger) else None
         with marked_timer("selector", self.timing_raw):
-            tasks = np.asarray(self.axes.selector.select(step, size), dtype=np.int64)
-        if not 1 <= len(tasks) <= size:
-            raise RuntimeError(f"step {step}: the selector chose {len(tasks)} tasks; 1 to {size} "
-                               "(data.train_batch_size) are allowed")
+            tasks = np.asarray(self.axes.selector.select(step, wanted, exclude=in_flight), dtype=np.int64)
+        allowed = (1, size) if self.trainer_mode == "sync" else (wanted, wanted)  # verl refills exactly k (TB:1514)
+        if not allowed[0] <= len(tasks) <= allowed[1]:
+            raise RuntimeError(f"step {step}: the selector chose {len(tasks)} tasks; {allowed[0]} to {allowed[1]} "
+                               "are allowed")
         budget = step_budget(self.rollout_budget, len(tasks), size)
         with marked_timer("allocator", self.timing_raw):
             counts = np.asarray(self.axes.allocator.allocate(step, tasks, budget), dtype=np.int64)
@@ -221,12 +258,24 @@ class DataSelectionTrainer(PPOTrainerSync):
         batch_dict["__rollout_n__"] = [int(c) for c in counts]  # AgentLoopWorkerTQ._run_prompt pops it
         batch = tu.get_tensordict(batch_dict)
         tu.assign_non_tensor_data(batch, "global_steps", step)
-        self._step = _Step(tasks, counts, list(batch_dict["uid"]), measurement=measurement)
+        self.ledger.submit(batch_dict["uid"], tasks, counts, step)
+        self.eviction_bias.on_submit(tasks)
+        if step_batch:
+            self._chosen, self._measurement = len(tasks), measurement
         return batch
 
     def _step_once(self, metrics, timing_raw, sample_batch_size):
-        # TB:539 waits for data.train_batch_size prompt groups; a selector may have chosen fewer (ADS)
-        return super()._step_once(metrics, timing_raw, len(self._step.tasks))
+        if self.trainer_mode == "sync":  # TB:539 waits for data.train_batch_size groups; a selector may choose fewer (ADS)
+            sample_batch_size = self._chosen
+        return super()._step_once(metrics, timing_raw, sample_batch_size)
+
+    def _on_evicted(self, reasons: dict[str, set[str]]) -> None:
+        """Groups verl's buffer evicted (stale beyond ``max_off_policy_threshold``, or failed) before refilling: no
+        observation for the selector or the allocator; their tasks leave the ledger, so they may be chosen again."""
+        for reason, uids in reasons.items():
+            if uids:
+                gone = self.ledger.resolve(sorted(uids), self.global_steps)
+                self.eviction_bias.on_evict(reason, gone.task)
 
     # ------------------------------------------------------------------ batch accounting
     def _balance_batch(self, batch, metrics, logging_prefix="global_seqlen", keep_minibatch=False):
@@ -275,8 +324,13 @@ class DataSelectionTrainer(PPOTrainerSync):
     def _read_rollouts(self, batch: KVBatchMeta) -> StepResults:
         """The step's scored rollouts (padding left out) in canonical order: ``RolloutView`` and per-rollout records
         into ``self._step``, the selector's and allocator's ``StepResults`` returned."""
-        step = self._step
-        keys = [k for k, t in zip(batch.keys, batch.tags) if not t.get("is_padding", False)]
+        sampled = self.ledger.resolve(self.replay_buffer.sampled, self.global_steps)  # the groups this sample took
+        by_order = np.argsort(sampled.order, kind="stable")
+        step = self._step = _Step(sampled.task[by_order], sampled.n[by_order], [sampled.uid[i] for i in by_order],
+                                  sampled.step[by_order], measurement=self._measurement)
+        self._measurement = None
+        real = [(k, t) for k, t in zip(batch.keys, batch.tags) if not t.get("is_padding", False)]
+        keys = [k for k, _ in real]
         token_fields = ["rm_scores", "advantages", "response_mask"] + [
             f for f in ("old_log_probs", "entropy") if f in (batch.fields or ())]
         extra = ["extra_fields"] if "extra_fields" in (batch.fields or ()) else []
@@ -293,8 +347,19 @@ class DataSelectionTrainer(PPOTrainerSync):
         advantage = token_mean(dense["advantages"], mask)
         group = np.unique([k.rsplit("_", 2)[0] for k in step.keys], return_inverse=True)[1]
         results = StepResults.from_rewards(index, reward)
-        if valid is not None:
-            results = StepResults(results.task_index, results.reward, results.success, valid)
+        submit_of = dict(zip(step.uids, step.submit_step.tolist()))
+        tag_of = dict(real)
+        versions = [(tag_of[k].get("min_global_steps"), tag_of[k].get("max_global_steps")) for k in step.keys]
+        results = StepResults(results.task_index, results.reward, results.success, valid,
+                              np.array([submit_of[k.rsplit("_", 2)[0]] for k in step.keys], dtype=np.int64),
+                              None if any(v is None for pair in versions for v in pair)
+                              else np.array(versions, dtype=np.int64).reshape(len(keys), 2))
+        lag = results.lag(self.global_steps)
+        if self.trainer_mode == "sync" and lag.any():
+            raise RuntimeError(f"step {self.global_steps}: synchronous rollouts from weights {int(lag.max())} "
+                               "updates old")
+        stats = results.per_task()
+        self.eviction_bias.on_trained(stats.index, stats.pass_rate)
         step.format_valid = valid
         entropy = token_mean(dense["entropy"], mask) if "entropy" in token_fields else None
         if "old_log_probs" in token_fields:
@@ -329,11 +394,18 @@ class DataSelectionTrainer(PPOTrainerSync):
         metrics.update(selection_metrics(results, step.view, step.counts, step.kept, {
             "selector": self.axes.selector.metrics(), "allocator": self.axes.allocator.metrics(),
             "rollout_filter": self.axes.rollout_filter.metrics()}))
+        if self.trainer_mode != "sync":
+            lag = results.lag(self.global_steps)
+            metrics.update({ASYNC_PREFIX + "lag_mean": float(lag.mean()), ASYNC_PREFIX + "lag_max": float(lag.max()),
+                            ASYNC_PREFIX + "submit_age_mean": float(np.mean(self.global_steps - results.submit_step)),
+                            ASYNC_PREFIX + "in_flight": float(len(self.ledger)),
+                            **self.eviction_bias.metrics(ASYNC_PREFIX)})
 
     def _canonical_order(self, keys: list[str], responses: torch.Tensor) -> np.ndarray:
-        """The order of ``keys`` by selected task, then by response tokens: positions, hence rollout ids and every
-        filter decision, depend neither on the order in which generations finished nor on which sample slot a
-        response landed in (a seeded rollout reproduces a prompt's responses, not their slots)."""
+        """The order of ``keys`` by prompt (in submission order: a step's selection order), then by response tokens:
+        positions, hence rollout ids and every filter decision, depend neither on the order in which generations
+        finished nor on which sample slot a response landed in (a seeded rollout reproduces a prompt's responses, not
+        their slots)."""
         task_of = {u: i for i, u in enumerate(self._step.uids)}
         tokens = [r.numpy().tobytes() for r in (responses.unbind() if responses.is_nested else responses)]
         rank = sorted(range(len(keys)), key=lambda i: (task_of[keys[i].rsplit("_", 2)[0]], tokens[i], keys[i]))
@@ -451,7 +523,7 @@ class DataSelectionTrainer(PPOTrainerSync):
         if self.config.data_selection.get("dump_steps", True) and step is not None and step.view is not None:
             v = step.view
             records.write_dump(self.run_dir, global_steps, {
-                "tasks": step.tasks.tolist(), "counts": step.counts.tolist(),
+                "tasks": step.tasks.tolist(), "counts": step.counts.tolist(), "submit_step": step.submit_step.tolist(),
                 "rollout_task": v.task_index.tolist(), "rollout_group": v.group.tolist(),
                 "rollout_reward": v.reward.tolist(), "rollout_advantage": v.advantage.tolist(),
                 "rollout_format_valid": None if step.format_valid is None else step.format_valid.tolist(),
@@ -479,7 +551,8 @@ class DataSelectionTrainer(PPOTrainerSync):
         if self.axes.rollout_filter.replays:
             os.makedirs(step_dir, exist_ok=True)
             self.replay_store.save(step_dir)
-        records.save_state(step_dir, {"global_steps": self.global_steps, "axes": self.axes.state_dict()})
+        records.save_state(step_dir, {"global_steps": self.global_steps, "axes": self.axes.state_dict(),
+                                      "ledger": self.ledger.state_dict(), "eviction_bias": self.eviction_bias.state_dict()})
         super()._save_checkpoint()
 
     def _load_checkpoint(self):
@@ -491,6 +564,29 @@ class DataSelectionTrainer(PPOTrainerSync):
                 step_dir = os.path.join(self.run_dir, f"global_step_{self.global_steps}")
             state = records.load_state(step_dir)
             self.axes.load_state_dict(state["axes"])
+            if "ledger" in state:  # the prompts in flight at the save: verl re-issues them (TB:912), unchosen again
+                self.ledger.load_state_dict(state["ledger"])
+                self.eviction_bias.load_state_dict(state["eviction_bias"])
             if self.axes.rollout_filter.replays:
                 self.replay_store.load(step_dir)
             logger.info("restored data-selection state of step %d from %s", state["global_steps"], step_dir)
+
+
+@register_trainer(TRAINER_MODE)
+class DataSelectionTrainer(DataSelectionMixin, PPOTrainerSync):
+    """``trainer.v1.trainer_mode=verl_ext``: verl's synchronous trainer."""
+
+
+@register_trainer(ASYNC_MODES["colocate_async"])
+class DataSelectionColocateAsync(DataSelectionMixin, PPOTrainerColocateAsync):
+    """``trainer.v1.trainer_mode=verl_ext_colocate_async``: verl's ``colocate_async`` (partial rollouts across weight
+    updates, ``trainer.v1.colocate_async.num_warmup_batches`` batches generated ahead)."""
+
+    VERL_MODE = "colocate_async"
+
+
+@register_trainer(ASYNC_MODES["separate_async"])
+class DataSelectionSeparateAsync(DataSelectionMixin, PPOTrainerSeparateAsync):
+    """``trainer.v1.trainer_mode=verl_ext_separate_async``: verl's ``separate_async`` (a standalone rollout pool)."""
+
+    VERL_MODE = "separate_async"

@@ -1,7 +1,8 @@
 """Checks ``python -m verl_ext.main`` runs on the composed config before Ray starts (no Ray, no GPU).
 
-* :func:`check_supported` - what trainer mode ``verl_ext`` cannot run: another ``trainer.v1.trainer_mode``
-  (the async modes), ``parameter_sync_step > 1``, prompt refills (``sync_refill_failed_groups``),
+* :func:`check_supported` - what the trainer modes ``verl_ext`` (sync), ``verl_ext_colocate_async`` and
+  ``verl_ext_separate_async`` cannot run: verl's own mode names, ``parameter_sync_step > 1``, a custom sampler, in the
+  async modes a component with no stale-evidence rule (:data:`ASYNC_REFUSED`), sync refills (``sync_refill_failed_groups``),
   verl's DAPO ``algorithm.filter_groups`` (filter with ``rollout_filter=``), distillation, and a critic
   whose mini-batch differs from the actor's, a rollout length above ``data.max_response_length`` without the
   agent loop that caps training generation (:mod:`verl_ext.trainer.generation_length`); inside Ray (the trainer's
@@ -21,18 +22,31 @@ from collections.abc import Iterable, Mapping
 from omegaconf import ListConfig
 
 TRAINER_MODE = "verl_ext"
+ASYNC_MODES = {"colocate_async": "verl_ext_colocate_async", "separate_async": "verl_ext_separate_async"}  # verl's: ours
 
 
 # ------------------------------------------------------------------ unsupported settings
+def verl_mode(mode: str) -> str:
+    """verl's trainer mode under one of ours: ``sync``, or the async mode it extends."""
+    return "sync" if mode == TRAINER_MODE else {ours: theirs for theirs, ours in ASYNC_MODES.items()}.get(mode, mode)
+
+
 def check_supported(config) -> None:
     v1 = config.trainer.v1
     problems = []
-    if v1.trainer_mode != TRAINER_MODE:
-        problems.append(f"trainer.v1.trainer_mode={v1.trainer_mode} (verl_ext.main runs trainer mode {TRAINER_MODE}, "
-                        "which is synchronous; the async modes are not supported)")
-    sync_step = (v1.get(v1.trainer_mode) or {}).get("parameter_sync_step", 1)
+    mode, modes = v1.trainer_mode, (TRAINER_MODE, *ASYNC_MODES.values())
+    if mode not in modes:
+        hint = f"; {ASYNC_MODES[mode]} is verl's {mode} with the three axes" if mode in ASYNC_MODES else ""
+        problems.append(f"trainer.v1.trainer_mode={mode} (verl_ext.main runs {', '.join(modes)}{hint})")
+    sync_step = (v1.get(verl_mode(mode)) or {}).get("parameter_sync_step", 1)
     if int(sync_step) != 1:
-        problems.append(f"trainer.v1.{v1.trainer_mode}.parameter_sync_step={sync_step} (one update per step only)")
+        problems.append(f"trainer.v1.{verl_mode(mode)}.parameter_sync_step={sync_step} (one update per step only; "
+                        "separate_async then needs data.train_batch_size = actor.ppo_mini_batch_size)")
+    if ((v1.get("sampler") or {}).get("custom_sampler") or {}).get("path"):
+        problems.append("trainer.v1.sampler.custom_sampler (the trainer's own buffer reports which prompt groups "
+                        "each sample trains and evicts)")
+    if mode in ASYNC_MODES.values():
+        problems += async_problems(config)
     if (v1.get("sampler") or {}).get("sync_refill_failed_groups", False):
         problems.append("trainer.v1.sampler.sync_refill_failed_groups=true (prompts are not refilled; "
                         "the selector chooses every prompt of a step)")
@@ -54,6 +68,37 @@ def check_supported(config) -> None:
     if problems:
         raise ValueError("not supported by trainer mode verl_ext:\n  " + "\n  ".join(problems))
     check_ray_cpus(config)
+
+
+# components with no rule for stale evidence (their stale_evidence is None): why, and the nearest setting that works
+ASYNC_REFUSED = {
+    ("selector", "ads"): "ADS draws whole mini-clusters per step (§3.2) and cannot refill k prompts or skip tasks in "
+                         "flight; nearest: selector=bots or selector=progress",
+    ("selector", "dots"): "DOTS predicts from the reference set of the batch it selected, which asynchronous training "
+                          "trains steps later and in parts; nearest: selector=bots_dots (BOTS with ρ = 1, the "
+                          "posterior mean)",
+    ("rollout_filter", "cbs"): "replayed rows must stay within trainer.v1.sampler.max_off_policy_threshold, not yet "
+                               "enforced; nearest: rollout_filter=cbs_star (no replay)",
+    ("rollout_filter", "replay_fifo"): "replayed rows must stay within trainer.v1.sampler.max_off_policy_threshold, "
+                                       "not yet enforced; nearest: rollout_filter=drop_degenerate",
+}
+
+
+def async_problems(config) -> list[str]:
+    """What an asynchronous mode cannot run: a component that states no rule for stale evidence (``ASYNC_REFUSED``
+    says why), measurement rollouts (a selector's reference set rolled out before it selects)."""
+    from verl_ext.axes import REGISTRY
+
+    named = [("selector", config.selector.name), ("allocator", config.allocator.name),
+             ("rollout_filter", config.rollout_filter.name)]
+    named += [("rollout_filter", f["name"]) for f in (config.data_selection.get("prefilters") or [])]
+    problems = []
+    for axis, name in named:
+        component = REGISTRY[axis].get(name, (None, None))[1]
+        if component is not None and component.stale_evidence is None:
+            reason = ASYNC_REFUSED.get((axis, name), "it states no rule for evidence older than the policy")
+            problems.append(f"{axis}={name} in trainer.v1.trainer_mode={config.trainer.v1.trainer_mode}: {reason}")
+    return problems
 
 
 def attention_problems(config) -> list[str]:

@@ -1,0 +1,307 @@
+"""The three axes on verl 0.9.1's own asynchronous replay buffer, in process (issue 36, item 4).
+
+verl's ``ReplayBufferAsync`` (eviction of stale and failed groups, refills, oldest-first sampling) and verl's own
+submission path (``prepare_step`` -> ``_add_batch_to_generate`` -> ``_submit_batch_to_rollout``, the warm-up batches,
+``_add_prompts_to_generate`` refills, ``_reissue_inflight_prompts`` on resume) run unchanged against a dict-backed
+stand-in for TransferQueue's kv API; a stand-in generator finishes prompts out of order (a harder task takes longer)
+while the buffer polls. The trainer's own methods choose every prompt (``_next_train_batch``) and learn from what a
+sample trained (``_read_rollouts`` -> ``_learn_and_filter``); only the workers (old log-probs, advantages, update) are
+left out, as verl's ``fit`` would call them between the sample and the next step."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+import verl.trainer.ppo.v1.replay_buffer as verl_buffer
+import verl.trainer.ppo.v1.trainer_base as verl_base
+from verl.utils import tensordict_utils as tu
+
+import verl_ext.trainer.mode as ours
+from verl_ext.axes import StepResults
+from verl_ext.trainer.build_axes import build_axes, rollout_budget, task_pool
+from verl_ext.trainer.inflight import BUCKETS
+from verl_ext.trainer.tq_rows import as_list
+
+TASKS, BATCH, N, LENGTH = 24, 4, 3, 4
+
+
+class FakeTQ:
+    """TransferQueue's kv calls as verl and the trainer make them, over dicts: partition -> key -> (tags, row)."""
+
+    def __init__(self, world: "World"):
+        self.parts: dict[str, dict[str, tuple[dict, dict]]] = {}
+        self.world = world
+
+    def kv_list(self, partition_id=None):
+        self.world.tick(self)  # generation goes on while the buffer polls
+        parts = self.parts if partition_id is None else {partition_id: self.parts.get(partition_id, {})}
+        return {p: {k: dict(tag) for k, (tag, _) in items.items()} for p, items in parts.items()}
+
+    def kv_clear(self, keys, partition_id):
+        for key in keys:
+            self.parts.get(partition_id, {}).pop(key, None)
+
+    def kv_batch_put(self, keys, partition_id, tags=None, fields=None):
+        part = self.parts.setdefault(partition_id, {})
+        columns = {} if fields is None else {name: as_list(fields.get(name)) if not isinstance(fields.get(name),
+                                             torch.Tensor) else fields.get(name) for name in fields.keys()}
+        for i, key in enumerate(keys):
+            tag, row = part.get(key, ({}, {}))
+            part[key] = ({**tag, **(tags[i] if tags is not None else {})},
+                         {**row, **{name: col[i] for name, col in columns.items()}})
+
+    def kv_batch_get(self, keys, partition_id, select_fields=None):
+        rows = [self.parts[partition_id][k][1] for k in keys]
+        names = select_fields or list(rows[0])
+        return tu.get_tensordict({name: torch.stack([r[name] for r in rows]) if isinstance(rows[0][name], torch.Tensor)
+                                  else np.array([r[name] for r in rows], dtype=object) for name in names})
+
+
+class World:
+    """A rollout engine: a prompt of task t finishes ``duration[t]`` polls after its (re)submission, each rollout
+    succeeding with probability ``p[t]`` (seeded by task, its submission step and the session: a rerun draws the same
+    rewards); rollouts carry the weight versions they were generated with."""
+
+    def __init__(self, seed: int, duration: np.ndarray, p: np.ndarray, submit_step):
+        self.duration, self.p, self.submit_step, self.seed = duration, p, submit_step, seed
+        self.version = 0  # weights the engine serves
+        self.running: dict[str, tuple[int, int, int, int]] = {}  # uid -> (task, n, polls left, start version)
+        self.generated: list[tuple[str, int, int]] = []  # (uid, task, n) per submission
+
+    def generate_sequences(self, batch):
+        for uid, n, index in zip(as_list(batch["uid"]), as_list(batch["__rollout_n__"]), as_list(batch["index"])):
+            self.running[uid] = (int(index), int(n), int(self.duration[int(index)]), self.version)
+            self.generated.append((uid, int(index), int(n)))
+
+    def tick(self, tq: FakeTQ) -> None:
+        for uid, (task, n, left, start) in list(self.running.items()):
+            if left > 0:
+                self.running[uid] = (task, n, left - 1, start)
+                continue
+            del self.running[uid]
+            rng = np.random.default_rng([self.seed, task, self.submit_step(uid)])
+            success = rng.random(n) < self.p[task]
+            keys = [f"{uid}_{s}_0" for s in range(n)]
+            tags = [{"seq_len": 8, "min_global_steps": start, "max_global_steps": self.version}] * n
+            tokens = torch.from_numpy(rng.integers(0, 1000, size=(n, LENGTH)))
+            reward = torch.zeros(n, LENGTH)
+            reward[:, -1] = torch.from_numpy(success.astype(np.float32))
+            rows = {"index": [task] * n, "responses": tokens, "rm_scores": reward,
+                    "advantages": reward - reward.mean(0, keepdim=True), "response_mask": torch.ones(n, LENGTH)}
+            tq.kv_batch_put(keys, "train", tags=tags, fields=tu.get_tensordict(
+                {k: np.array(v, dtype=object) if isinstance(v, list) else v for k, v in rows.items()}))
+            tq.kv_batch_put([uid], "train", tags=[{"status": "finished"}])
+
+
+class Dataset:
+    """Rows as verl's RLHFDataset returns them (only what the submission path reads)."""
+
+    def __getitem__(self, position: int) -> dict:
+        return {"input_ids": torch.tensor([position]), "index": position, "raw_prompt": f"task {position}"}
+
+
+def _config(mode: str, threshold: int, warmup: float, selector: str, strategy: str = "drop"):
+    return OmegaConf.create({
+        "data": {"train_batch_size": BATCH, "gen_batch_size": 1, "max_response_length": LENGTH, "seed": 1},
+        "actor_rollout_ref": {"rollout": {"n": N}},
+        "algorithm": {},
+        "skip": {"rollout_tq": {"enable": False}},
+        "trainer": {"v1": {"trainer_mode": mode, "sampler": {"max_off_policy_threshold": threshold,
+                                                             "max_off_policy_strategy": strategy, "sampler_kwargs": {}},
+                           "colocate_async": {"num_warmup_batches": warmup}, "sync": {}}},
+        "selector": {"name": selector}, "allocator": {"name": "coba"}, "rollout_filter": {"name": "drop_degenerate"},
+        "data_selection": {"rollout_budget": BATCH * N, "prefilters": []},
+    })
+
+
+class Run:
+    """One trainer (``cls``: the sync or the colocate-async mode) driven through verl's step order."""
+
+    def __init__(self, cls, config, monkeypatch, duration, p, world_seed=0):
+        self.trainer = trainer = object.__new__(cls)
+        pool = task_pool([{"index": i, "weak_pass_rate": 0.0, "strong_pass_rate": float(p[i])} for i in range(TASKS)])
+        trainer.config, trainer.global_steps, trainer.timing_raw = config, 0, {}
+        trainer.ledger, trainer.eviction_bias = ours.InFlightLedger(), ours.EvictionBias()
+        trainer._chosen, trainer._measurement, trainer._step = 0, None, None
+        trainer._restored_tq_prompt_count = 0
+        trainer.trainer_mode = config.trainer.v1.trainer_mode
+        trainer.task_pool, trainer.axes, trainer.rollout_budget = pool, build_axes(config, pool), rollout_budget(config)
+        trainer.train_dataset = Dataset()
+        trainer.eviction_bias.reference = dict(enumerate(p.tolist()))  # data_selection.difficulty_column
+        trainer.replay_buffer = trainer._build_replay_buffer()
+        trainer.replay_buffer.poll_interval = 0.0
+        self.world = World(world_seed, duration, p, lambda uid: int(trainer.ledger.peek([uid], 0).step[0]))
+        trainer.agent_loop_manager = self.world
+        self.tq = FakeTQ(self.world)
+        for module in (verl_buffer, verl_base, ours):
+            monkeypatch.setattr(module, "tq", self.tq)
+        self.chosen: list[tuple[int, list[int], list[int]]] = []  # (step, tasks, tasks in flight) per select call
+        self.updates: list[tuple[int, list[str], StepResults]] = []  # (step, prompt uids, results) per update
+        self.evicted: dict[str, set[str]] = {}
+        self._watch()
+
+    def _watch(self):
+        trainer, selector = self.trainer, self.trainer.axes.selector
+        select, update, evict = selector.select, selector.update, trainer._on_evicted
+
+        def watched_select(step, size, exclude=None):
+            tasks = select(step, size, exclude=exclude)
+            self.chosen.append((step, np.asarray(tasks).tolist(), trainer.ledger.tasks().tolist()))
+            return tasks
+
+        def watched_update(step, results):
+            self.updates.append((step, list(trainer._step.uids), results))
+            return update(step, results)
+
+        def watched_evict(reasons):
+            for reason, uids in reasons.items():
+                self.evicted.setdefault(reason, set()).update(uids)
+            return evict(reasons)
+
+        selector.select, selector.update = watched_select, watched_update
+        trainer._on_evicted = trainer.replay_buffer.on_evicted = watched_evict
+
+    def train(self, steps: range):
+        trainer = self.trainer
+        for step in steps:
+            trainer.global_steps = step
+            if step == 1 and trainer.trainer_mode != "sync":
+                trainer._reissue_inflight_prompts()
+                trainer._add_async_warmup_batches(trainer.config.trainer.v1.colocate_async.num_warmup_batches)
+            trainer.prepare_step()
+            size = BATCH if trainer.trainer_mode != "sync" else trainer._chosen
+            batch, _ = trainer.replay_buffer.sample(global_steps=step, partition_id="train", batch_size=size)
+            results = trainer._read_rollouts(batch)
+            trainer._learn_and_filter(batch, results, {})
+            self.tq.kv_clear(batch.keys, "train")  # TB:511
+            self.world.version = step  # on_step_end: the engine serves the updated weights
+
+    def checkpoint(self) -> dict:
+        t = self.trainer
+        return copy.deepcopy({"axes": t.axes.state_dict(), "ledger": t.ledger.state_dict(),
+                              "bias": t.eviction_bias.state_dict(), "tq": self.tq.parts, "version": self.world.version,
+                              "step": t.global_steps})
+
+    def restore(self, state: dict):
+        """A new process resuming: verl restores TransferQueue (TB:902-908), the trainer its own state."""
+        t = self.trainer
+        t.axes.load_state_dict(state["axes"])
+        t.ledger.load_state_dict(state["ledger"])
+        t.eviction_bias.load_state_dict(state["bias"])
+        self.tq.parts = copy.deepcopy(state["tq"])
+        self.world.version = state["version"]
+        t.global_steps = state["step"] + 1
+        t._restored_tq_prompt_count = sum(1 for tag, _ in self.tq.parts.get("train", {}).values()
+                                          if tag.get("is_prompt"))
+        t._reissue_inflight_prompts()  # TB:912, in fit() before the first step
+
+
+def _world(seed: int = 0):
+    rng = np.random.default_rng(seed)
+    p = rng.uniform(0.05, 0.95, TASKS)
+    duration = np.round(10 * (1 - p)).astype(int)  # hard tasks generate longest
+    return duration, p
+
+
+def test_every_prompt_is_chosen_trained_once_within_the_threshold_and_evictions_are_no_observation(monkeypatch):
+    duration, p = _world()
+    threshold = 2
+    run = Run(ours.DataSelectionColocateAsync, _config("verl_ext_colocate_async", threshold, 1, "bots"), monkeypatch,
+              duration, p)
+    run.train(range(1, 13))
+    generated = run.world.generated
+    submitted = [t for _, tasks, _ in run.chosen for t in tasks]
+    # every prompt verl generated was chosen by the selector, with the allocator's rollouts
+    assert sorted(t for _, t, _ in generated) == sorted(submitted)
+    assert sum(n for *_, n in generated) == sum(len(tasks) for _, tasks, _ in run.chosen) * N
+    # no task chosen while in flight
+    assert all(not set(tasks) & set(in_flight) for _, tasks, in_flight in run.chosen)
+    # each trained group reaches update once, with all its rollouts, within the threshold
+    trained = [u for _, uids, _ in run.updates for u in uids]
+    assert len(trained) == len(set(trained)) == 12 * BATCH
+    n_of = {uid: n for uid, _, n in generated}
+    for step, uids, results in run.updates:
+        assert len(results.reward) == sum(n_of[u] for u in uids)
+        assert np.all(step - results.submit_step + 1 <= threshold)
+    lags = np.concatenate([r.lag(s) for s, _, r in run.updates])
+    assert lags.max() >= 1  # evidence did arrive late: the test saw asynchrony
+    # stale groups were evicted, never reached update, and were replaced by chosen prompts
+    assert run.evicted.get("stale")
+    assert not run.evicted["stale"] & set(trained)
+    assert len(generated) == 12 * BATCH + len(run.trainer.ledger) + sum(len(u) for u in run.evicted.values())
+    # the eviction bias: hard (slow) tasks are evicted more often than easy ones
+    bias = run.trainer.eviction_bias
+    share = {b: bias.evicted["stale"][i] / bias.submitted[i] for i, b in enumerate(BUCKETS)
+             if bias.submitted[i]}
+    assert share["hard"] > share["easy"]
+
+
+def test_a_resumed_run_chooses_what_the_uninterrupted_run_chose(monkeypatch):
+    duration, p = np.zeros(TASKS, dtype=int), _world()[1]  # every prompt finishes at the first poll
+    config = _config("verl_ext_colocate_async", 3, 1.5, "bots")
+    whole = Run(ours.DataSelectionColocateAsync, config, monkeypatch, duration, p)
+    whole.train(range(1, 9))
+    first = Run(ours.DataSelectionColocateAsync, config, monkeypatch, duration, p)
+    first.train(range(1, 5))
+    state = first.checkpoint()
+    assert len(first.trainer.ledger) > 0  # prompts in flight at the save
+    resumed = Run(ours.DataSelectionColocateAsync, config, monkeypatch, duration, p)
+    resumed.restore(state)
+    resumed.train(range(5, 9))
+    later = lambda run: [(s, tasks) for s, tasks, _ in run.chosen if s >= 5]  # noqa: E731
+    assert later(resumed) == later(whole)
+    assert [r.reward.tolist() for s, _, r in resumed.updates] == [r.reward.tolist() for s, _, r in whole.updates
+                                                                 if s >= 5]
+
+
+def test_prompts_in_flight_at_a_save_are_reissued_not_chosen_again(monkeypatch):
+    duration, p = _world()
+    config = _config("verl_ext_colocate_async", 4, 1, "bots")
+    first = Run(ours.DataSelectionColocateAsync, config, monkeypatch, duration, p)
+    first.train(range(1, 4))
+    state = first.checkpoint()
+    running = {uid for uid, (tag, _) in first.tq.parts["train"].items()
+               if tag.get("is_prompt") and tag["status"] in ("pending", "running")}
+    assert running
+    resumed = Run(ours.DataSelectionColocateAsync, config, monkeypatch, duration, p)
+    resumed.restore(state)
+    assert {uid for uid, *_ in resumed.world.generated} == running and not resumed.chosen  # re-issued, unchosen
+    resumed.train(range(4, 7))
+    trained = {u for _, uids, _ in resumed.updates for u in uids}
+    assert running <= trained | resumed.evicted.get("stale", set())
+
+
+def test_threshold_one_without_warmup_chooses_what_the_sync_trainer_chooses(monkeypatch):
+    duration, p = _world()
+    sync = Run(ours.DataSelectionTrainer, _config("verl_ext", 1, 0, "bots"), monkeypatch, duration, p)
+    sync.train(range(1, 9))
+    asynchronous = Run(ours.DataSelectionColocateAsync, _config("verl_ext_colocate_async", 1, 0, "bots"), monkeypatch,
+                       duration, p)
+    asynchronous.train(range(1, 9))
+    assert [tasks for _, tasks, _ in asynchronous.chosen] == [tasks for _, tasks, _ in sync.chosen]
+    assert not asynchronous.evicted
+    assert all(not r.lag(s).any() for s, _, r in asynchronous.updates)
+
+
+def test_the_ledger_refuses_a_prompt_submitted_twice_or_resolved_unknown_and_round_trips():
+    ledger = ours.InFlightLedger()
+    ledger.submit(["a", "b"], np.array([3, 5]), np.array([2, 4]), step=1)
+    with pytest.raises(ValueError, match="submitted twice"):
+        ledger.submit(["b"], np.array([7]), np.array([1]), step=2)
+    with pytest.raises(ValueError, match="submitted twice"):
+        ledger.submit(["c", "c"], np.array([7, 8]), np.array([1, 1]), step=2)
+    ledger.submit(["c"], np.array([3]), np.array([1]), step=2)
+    assert ledger.tasks().tolist() == [3, 5]
+    copy_ = ours.InFlightLedger()
+    copy_.load_state_dict(ledger.state_dict())
+    gone = ledger.resolve(["c", "a"], step=3)
+    assert gone.task.tolist() == [3, 3] and gone.step.tolist() == [2, 1] and gone.n.tolist() == [1, 2]
+    assert gone.order.tolist() == [2, 0] and ledger.tasks().tolist() == [5]
+    with pytest.raises(KeyError, match="no longer in flight"):
+        ledger.resolve(["a"], step=3)
+    assert copy_.tasks().tolist() == [3, 5] and copy_.submission_rank(["c", "zz"]) == [2, -1]
