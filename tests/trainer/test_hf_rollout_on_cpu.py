@@ -335,6 +335,41 @@ def test_occurrence_counts_reset_with_the_weight_version(tiny_lm, monkeypatch):
     assert at_two not in (first, second)
 
 
+def test_a_pause_waits_for_the_running_batch_and_holds_new_ones_until_resumed(tiny_lm, monkeypatch):
+    """verl's colocate_async: abort_all_requests before the weight update, resume_generation after it. The batch
+    running at the pause finishes on the old weights; requests sent during the pause generate with the new ones."""
+    monkeypatch.setattr(hf_server, "BATCH_WAIT_S", 0.01)
+    actor = _FakeActorProcess(tiny_lm, global_steps=3)
+    slow = actor.__ray_call__
+
+    class _SlowCall:  # a batch takes 0.3 s of generation after it starts (its weights read at the start)
+        def remote(self, fn, *args):
+            done = slow.remote(fn, *args)
+            fut = asyncio.get_running_loop().create_future()
+            asyncio.get_running_loop().call_later(0.3, fut.set_result, done.result())
+            return fut
+
+    actor.__ray_call__ = _SlowCall()
+    server = hf_server._HFServerImpl(actor, response_length=4, prompt_length=8, eos_token_ids=NO_EOS, pad_token_id=0)
+    worker = hf_worker._find_rollout_worker(actor)
+
+    async def main():
+        running = asyncio.ensure_future(server.generate(prompt_ids=PROMPTS[0], sampling_params={"temperature": 1.0}))
+        await asyncio.sleep(0.1)  # its batch has started
+        await server.abort_all_requests()
+        assert running.done(), "the pause returned before the batch on the old weights finished"
+        waiting = asyncio.ensure_future(server.generate(prompt_ids=PROMPTS[1], sampling_params={"temperature": 1.0}))
+        await asyncio.sleep(0.2)
+        assert not waiting.done() and actor.calls == [1], "a batch started while paused"
+        worker.rollout.global_steps = 4  # the weight update
+        await server.resume_generation()
+        return await running, await waiting
+
+    before, after = asyncio.run(main())
+    assert before.extra_fields["global_steps"] == 3 and after.extra_fields["global_steps"] == 4
+    assert actor.calls == [1, 1]
+
+
 @pytest.mark.parametrize("tied", [False, True])
 def test_module_copy_loads_the_synced_weights_and_samples_like_the_source(tied):
     torch.manual_seed(1)

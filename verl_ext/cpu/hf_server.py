@@ -2,7 +2,8 @@
 :mod:`verl_ext.cpu.hf_rollout`; see verl's ``workers/rollout/replica.py``).
 
 * :class:`HFServer`, an async Ray actor with verl's server interface: ``generate(request_id,
-  prompt_ids, sampling_params, ...) -> TokenOutput`` plus no-op lifecycle methods. Requests that
+  prompt_ids, sampling_params, ...) -> TokenOutput``, a pause around weight updates (``abort_all_requests`` /
+  ``resume_generation``, verl's ``colocate_async``) and no-op other lifecycle methods. Requests that
   arrive together (verl's agent loop sends all ``n`` samples of every prompt at once) are grouped
   into one left-padded ``generate`` call per distinct sampling configuration, run in the actor
   process by :func:`~verl_ext.cpu.hf_worker.generate_on_worker`. A request's token cap is
@@ -61,6 +62,12 @@ class _HFServerImpl:
         self.global_steps = 0
         self._queues: dict[SamplingParams, list[_Request]] = {}
         self._runner: Optional[asyncio.Task] = None
+        # verl's colocate_async pauses generation around each weight update (abort_all_requests ... resume_generation):
+        # no batch starts while paused, and the pause waits for the batch running on the old weights to finish
+        self._open = asyncio.Event()
+        self._open.set()
+        self._idle = asyncio.Event()
+        self._idle.set()
         self.num_requests = 0
         self.num_batches = 0
 
@@ -111,10 +118,12 @@ class _HFServerImpl:
     async def _run(self):
         while any(self._queues.values()):
             await self._collect()
+            await self._open.wait()
             params = next(p for p, q in self._queues.items() if q)
             queue = self._queues[params]
             batch, self._queues[params] = queue[:MAX_BATCH], queue[MAX_BATCH:]
             start = time.perf_counter()
+            self._idle.clear()
             try:
                 gens, steps = await self.worker.__ray_call__.remote(
                     generate_on_worker,
@@ -142,8 +151,21 @@ class _HFServerImpl:
                 for r in batch:
                     if not r.future.done():
                         r.future.set_exception(e)
+            finally:
+                self._idle.set()
 
-    # Lifecycle methods called by RolloutReplica / CheckpointEngineManager: nothing to do.
+    async def abort_all_requests(self, reject_request: bool = False):
+        """Pause (verl's ``abort_replicas`` before the trainer takes the weights): the batch generating now finishes
+        on the weights it started with (a generate call cannot be cut short, so nothing is returned partial); queued
+        and new requests wait for :meth:`resume_generation`."""
+        self._open.clear()
+        await self._idle.wait()
+
+    async def resume_generation(self):
+        """After the weight update: the waiting requests generate with the new weights."""
+        self._open.set()
+
+    # Other lifecycle methods called by RolloutReplica / CheckpointEngineManager: nothing to do.
     async def wake_up(self):
         return None
 
@@ -157,12 +179,6 @@ class _HFServerImpl:
         return None
 
     async def resume_kv_cache(self):
-        return None
-
-    async def abort_all_requests(self, reject_request: bool = False):
-        return None
-
-    async def resume_generation(self):
         return None
 
     async def start_profile(self, **kwargs):
