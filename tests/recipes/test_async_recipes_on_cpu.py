@@ -1,0 +1,37 @@
+"""Every paper setting with ``+async=colocate`` (verl's colocate_async with the three axes; issue 36): it composes,
+and the start-up check either accepts it or refuses the one component that has no rule for stale evidence, naming
+the reason and the nearest setting that works. No training here (tests/trainer/test_async_trainer_on_cpu.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.recipes.recipes import RECIPES, compose_recipe
+from verl_ext.trainer.startup_checks import ASYNC_REFUSED, check_supported
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")
+
+SETTINGS = sorted((d.name, f.stem) for d in RECIPES.iterdir() if d.is_dir()
+                  for f in d.glob("*.yaml") if not f.stem.startswith("_"))
+REFUSED = {"ads": "selector=ads"}  # the recipes whose own method cannot run async
+
+
+@pytest.mark.parametrize(("group", "setting"), SETTINGS, ids=[f"{g}/{s}" for g, s in SETTINGS])
+def test_paper_settings_run_async_or_say_why_not(group, setting):
+    cfg = compose_recipe(group, setting, "recipe.data_dir=/data", "actor_rollout_ref.model.path=/m",
+                         "+async=colocate")
+    assert cfg.trainer.v1.trainer_mode == "verl_ext_colocate_async"
+    assert cfg.trainer.v1.sampler.max_off_policy_threshold == 2
+    if not any(cfg[axis].name == name for axis, name in ASYNC_REFUSED):
+        check_supported(cfg)
+        return
+    with pytest.raises(ValueError, match="nearest: ") as err:
+        check_supported(cfg)
+    assert REFUSED.get(group) in str(err.value)
+
+
+def test_cbs_runs_async_without_replay_and_says_why_not_with_it():
+    base = ("cbs", "cpu_embedded", "recipe.data_dir=/data", "actor_rollout_ref.model.path=/m", "+async=colocate")
+    check_supported(compose_recipe(*base, "rollout_filter=cbs_star"))
+    with pytest.raises(ValueError, match="nearest: rollout_filter=cbs_star"):
+        check_supported(compose_recipe(*base, "rollout_filter=cbs"))
