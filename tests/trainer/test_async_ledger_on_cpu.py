@@ -125,9 +125,10 @@ class Run:
     def __init__(self, cls, config, monkeypatch, duration, p, world_seed=0):
         self.trainer = trainer = object.__new__(cls)
         pool = task_pool([{"index": i, "weak_pass_rate": 0.0, "strong_pass_rate": float(p[i])} for i in range(TASKS)])
-        trainer.config, trainer.global_steps, trainer.timing_raw = config, 0, {}
+        # the attributes DataSelectionMixin.__init__ sets before verl's constructor runs
+        trainer.config, trainer.global_steps = config, 0
         trainer.ledger, trainer.eviction_bias = ours.InFlightLedger(), ours.EvictionBias()
-        trainer._chosen, trainer._measurement, trainer._step = 0, None, None
+        trainer._chosen, trainer._measurement, trainer._step, trainer.timing_raw = 0, None, None, {}
         trainer._restored_tq_prompt_count = 0
         trainer.trainer_mode = config.trainer.v1.trainer_mode
         trainer.task_pool, trainer.axes, trainer.rollout_budget = pool, build_axes(config, pool), rollout_budget(config)
@@ -170,9 +171,10 @@ class Run:
         trainer = self.trainer
         for step in steps:
             trainer.global_steps = step
-            if step == 1 and trainer.trainer_mode != "sync":
+            if step == 1 and trainer.trainer_mode != "sync":  # fit(): before its loop (TB:447-465)
                 trainer._reissue_inflight_prompts()
                 trainer._add_async_warmup_batches(trainer.config.trainer.v1.colocate_async.num_warmup_batches)
+            trainer.timing_raw = {}  # fit(): one per step (TB:471)
             trainer.prepare_step()
             size = BATCH if trainer.trainer_mode != "sync" else trainer._chosen
             batch, _ = trainer.replay_buffer.sample(global_steps=step, partition_id="train", batch_size=size)

@@ -181,6 +181,7 @@ class DataSelectionMixin:
         self.eviction_bias = EvictionBias()
         self._chosen = 0  # prompts chosen by the step's own _next_train_batch (a selector may choose fewer)
         self._measurement: StepResults | None = None
+        self.timing_raw: dict = {}  # verl's fit() makes one per step; the async warm-up chooses prompts before it
         super().__init__(config)
         self._step: _Step | None = None
         self._plan: MiniBatchPlan | None = None
