@@ -68,6 +68,25 @@ def write_scenario(root: Path) -> dict[str, str]:
     return {"train": str(root / "train.parquet"), "test": str(root / "test.parquet"), "reward": str(root / "reward.py")}
 
 
+WEAK = {"easy": 0.8, "coin": 0.3, "hard": 0.0}  # reference pass rates by kind (BOTS's implicit evidence)
+STRONG = {"easy": 1.0, "coin": 0.7, "hard": 0.1}
+
+
+def write_reference_scenario(root: Path, index=INDEX, kinds=KIND) -> tuple[list[dict], dict[str, str]]:
+    """The scenario's rows (``index`` / ``kinds``) with weak and strong reference pass-rate columns, and its files
+    under ``root``."""
+    from data_prep.schema import make_row, write_rows
+
+    rows = [make_row(data_source="scenario", question=f"Say the number {i}.", ability="test", ground_truth=str(i),
+                     index=idx, split="train", kind=kind, weak_pass_rate=WEAK[kind], strong_pass_rate=STRONG[kind])
+            for i, (idx, kind) in enumerate(zip(index, kinds))]
+    write_rows(rows, root / "train.parquet")
+    write_rows(rows[:2], root / "test.parquet")
+    (root / "reward.py").write_text(REWARD)
+    return rows, {"train": str(root / "train.parquet"), "test": str(root / "test.parquet"),
+                  "reward": str(root / "reward.py")}
+
+
 def common_overrides(data: dict[str, str], run_dir: Path, steps: int, *, tasks: int, n: int, mini: int,
                      response: int = 32) -> list[str]:
     """A tiny GRPO job: the shared small-CPU preset with the scenario's sizes, reward and checkpoints."""

@@ -21,30 +21,20 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.trainer.scenario import REWARD, common_overrides, run
+from tests.trainer.scenario import common_overrides, run, write_reference_scenario
 from verl_ext.trainer import records
 
 pytestmark = pytest.mark.e2e  # a training run: `make test-fast` leaves it out
 
 KINDS = ["easy", "coin", "hard", "coin"] * 4
 INDEX = list(range(200, 216))
-WEAK = {"easy": 0.8, "coin": 0.3, "hard": 0.0}
-STRONG = {"easy": 1.0, "coin": 0.7, "hard": 0.1}
 STEPS, TASKS, N, THRESHOLD = 4, 4, 4, 2
 
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
-    from data_prep.schema import make_row, write_rows
-
     root = tmp_path_factory.mktemp("async")
-    rows = [make_row(data_source="scenario", question=f"Say the number {i}.", ability="test", ground_truth=str(i),
-                     index=index, split="train", kind=kind, weak_pass_rate=WEAK[kind], strong_pass_rate=STRONG[kind])
-            for i, (index, kind) in enumerate(zip(INDEX, KINDS))]
-    write_rows(rows, root / "train.parquet")
-    write_rows(rows[:2], root / "test.parquet")
-    (root / "reward.py").write_text(REWARD)
-    data = {"train": str(root / "train.parquet"), "test": str(root / "test.parquet"), "reward": str(root / "reward.py")}
+    _, data = write_reference_scenario(root, INDEX, KINDS)
     out = root / "run"
     overrides = common_overrides(data, out, STEPS, tasks=TASKS, n=N, mini=2) + [
         f"+reward.custom_reward_function.reward_kwargs.counter_file={out}/coin_counts.json",

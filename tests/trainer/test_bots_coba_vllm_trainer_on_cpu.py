@@ -34,7 +34,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.trainer.scenario import INDEX, KIND, REWARD, ROOT, common_overrides, model_path, run
+from tests.trainer.scenario import INDEX, KIND, ROOT, common_overrides, model_path, run, write_reference_scenario
 from verl_ext.axes import StepResults, build_allocator, build_selector
 from verl_ext.cpu import vllm_rollout
 from verl_ext.trainer import records
@@ -48,8 +48,6 @@ if not VLLM_PYTHON.exists():
         raise RuntimeError(f"{VLLM_PYTHON} is missing: `make vllm-env` builds it (make test does)")
     pytest.skip(f"no {VLLM_PYTHON}: `make vllm-env` builds it", allow_module_level=True)
 
-WEAK = {"easy": 0.8, "coin": 0.3, "hard": 0.0}
-STRONG = {"easy": 1.0, "coin": 0.7, "hard": 0.1}
 STEPS, TASKS, N, SEED = 2, 3, 4, 7
 BUDGET = TASKS * N
 ALLOCATOR = {"name": "coba", "min_n": 2, "max_n": 8}
@@ -61,16 +59,8 @@ SELECTOR = {"name": "bots", "forgetting": 0.1, "implicit_weight": 0.3, "target":
 
 @pytest.fixture(scope="module")
 def bots_run(tmp_path_factory):
-    from data_prep.schema import make_row, write_rows
-
     root = tmp_path_factory.mktemp("bots")
-    rows = [make_row(data_source="scenario", question=f"Say the number {i}.", ability="test", ground_truth=str(i),
-                     index=index, split="train", kind=kind, weak_pass_rate=WEAK[kind], strong_pass_rate=STRONG[kind])
-            for i, (index, kind) in enumerate(zip(INDEX, KIND))]
-    write_rows(rows, root / "train.parquet")
-    write_rows(rows[:2], root / "test.parquet")
-    (root / "reward.py").write_text(REWARD)
-    data = {"train": str(root / "train.parquet"), "test": str(root / "test.parquet"), "reward": str(root / "reward.py")}
+    rows, data = write_reference_scenario(root)
     run_dir = root / "run"
     overrides = common_overrides(data, run_dir, STEPS, tasks=TASKS, n=N, mini=TASKS) + [
         f"+reward.custom_reward_function.reward_kwargs.counter_file={run_dir}/coin_counts.json",
