@@ -28,7 +28,7 @@ pytestmark = pytest.mark.e2e  # a training run: `make test-fast` leaves it out
 
 KINDS = ["easy", "coin", "hard", "coin"] * 4
 INDEX = list(range(200, 216))
-STEPS, TASKS, N, THRESHOLD = 4, 4, 4, 2
+STEPS, TASKS, N, THRESHOLD = 3, 4, 4, 2
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +36,7 @@ def run_dir(tmp_path_factory):
     root = tmp_path_factory.mktemp("async")
     _, data = write_reference_scenario(root, INDEX, KINDS)
     out = root / "run"
-    overrides = common_overrides(data, out, STEPS, tasks=TASKS, n=N, mini=2) + [
+    overrides = common_overrides(data, out, STEPS, tasks=TASKS, n=N, mini=2, response=16) + [
         f"+reward.custom_reward_function.reward_kwargs.counter_file={out}/coin_counts.json",
         "trainer.v1.trainer_mode=verl_ext_colocate_async", "trainer.v1.colocate_async.num_warmup_batches=2",
         f"trainer.v1.sampler.max_off_policy_threshold={THRESHOLD}",
