@@ -22,7 +22,7 @@ from eval.metrics import degenerate_group_rate, effective_task_ratio, task_pass_
 from verl_ext.axes import build_allocator, build_filter, build_selector
 from verl_ext.axes.base import step_budget
 from verl_ext.axes.views import RolloutView, StepResults, rollout_ids
-from verl_ext.apps.sim.learner import PARTIAL_SCORE, Learner, LearnerConfig, Update
+from verl_ext.apps.sim.learner import PARTIAL_SCORE, Learner, LearnerConfig, Rollouts, Update
 from verl_ext.apps.sim.world import World, WorldConfig
 
 TRANSITION_TASKS = 4_000  # training tasks whose empirical pass rate (16 samples) is measured before and after
@@ -124,49 +124,64 @@ def components(setting: Setting, pool, seed: int, state: dict | None = None) -> 
     return built
 
 
-def run(scenario: Scenario, setting: Setting, seed: int, world: World | None = None,
-        resume_after: int | None = None) -> dict[str, Any]:
-    """Train ``scenario.steps`` steps; returns the per-run record (curves, per-step metrics, transitions, and the
-    components' ``ms_per_step``, the only entry that is not a function of the seed).
-    ``resume_after``: after that step, rebuild the components from their saved state (a resumed run)."""
-    world = world or World(replace(scenario.world, **setting.world), seed)
-    learner = Learner(world, replace(scenario.learner, **setting.learner))
-    pool = world.pool(scenario.columns)
-    selector, allocator, rollout_filter = components(setting, pool, seed)
-    rng, probe = np.random.default_rng([seed, 1]), np.random.default_rng([seed, 2])
-    batch = setting.batch or scenario.batch
-    budget_full = batch * scenario.rollouts
-    mini_batch = scenario.mini_batch or scenario.batch * scenario.rollouts
-    sample = np.random.default_rng([seed, 3]).choice(world.config.tasks, min(TRANSITION_TASKS, world.config.tasks),
-                                                     replace=False)
-    initial = probe.binomial(TRANSITION_SAMPLES, learner.pass_rate(sample)) / TRANSITION_SAMPLES
-    store, rec = _Store(), _Record(seed)
-    rec.evaluate(0, learner, scenario)
-    for step in range(1, scenario.steps + 1):
+class Run:
+    """One run's state (learner, the three components, the replay store, the record) and the trainer's two halves of a
+    step: :meth:`choose` (measurement, ``select``, ``step_budget``, ``allocate``, generation) and :meth:`learn` (the
+    components' updates, the filter, the actor update on kept and replayed rows, ``observe_update``). :func:`run` calls
+    them in the synchronous order; :mod:`verl_ext.apps.sim.staleness` with generation delays in between."""
+
+    def __init__(self, scenario: Scenario, setting: Setting, seed: int, world: World | None = None):
+        self.scenario, self.setting, self.seed = scenario, setting, seed
+        self.world = world or World(replace(scenario.world, **setting.world), seed)
+        self.learner = Learner(self.world, replace(scenario.learner, **setting.learner))
+        self.pool = self.world.pool(scenario.columns)
+        self.selector, self.allocator, self.rollout_filter = components(setting, self.pool, seed)
+        self.rng, self.probe = np.random.default_rng([seed, 1]), np.random.default_rng([seed, 2])
+        self.batch = setting.batch or scenario.batch
+        self.mini_batch = scenario.mini_batch or scenario.batch * scenario.rollouts
+        self.sample = np.random.default_rng([seed, 3]).choice(
+            self.world.config.tasks, min(TRANSITION_TASKS, self.world.config.tasks), replace=False)
+        self.initial = self.probe.binomial(TRANSITION_SAMPLES, self.learner.pass_rate(self.sample)) / TRANSITION_SAMPLES
+        self.store, self.rec = _Store(), _Record(seed)
+        self.rec.evaluate(0, self.learner, scenario)
+
+    def choose(self, step: int, k: int, exclude: np.ndarray | None = None) -> tuple:
+        """``k`` prompts as the trainer's ``_next_train_batch`` chooses them (``exclude``: tasks in flight) and their
+        rollouts from the current policy: ``(counts, aimed pass rates, rollouts, measured rollouts, seconds)``."""
+        sc, learner, selector = self.scenario, self.learner, self.selector
         t0 = time.perf_counter()
         named = np.asarray(selector.measurement(step), dtype=np.int64)
         if len(named):  # measurement only (verl_ext/trainer/measurement.py): scored, measured, never trained on
-            m = learner.generate(pool.positions(named), np.full(len(named), scenario.rollouts), rng, scenario.scores)
-            selector.measure(step, StepResults.from_rewards(pool.index[m.task], m.reward))
-        tasks = np.asarray(selector.select(step, batch), dtype=np.int64)
+            m = learner.generate(self.pool.positions(named), np.full(len(named), sc.rollouts), self.rng, sc.scores)
+            selector.measure(step, StepResults.from_rewards(self.pool.index[m.task], m.reward))
+        tasks = np.asarray(selector.select(step, k, exclude=exclude), dtype=np.int64)
         t1 = time.perf_counter()
-        budget = step_budget(budget_full, len(tasks), batch)
-        counts = np.asarray(allocator.allocate(step, tasks, budget), dtype=np.int64)
+        budget = step_budget(self.batch * sc.rollouts, len(tasks), self.batch)
+        counts = np.asarray(self.allocator.allocate(step, tasks, budget), dtype=np.int64)
         t2 = time.perf_counter()
         if len(counts) != len(tasks) or counts.sum() != budget or counts.min() < 1:
             raise RuntimeError(f"step {step}: allocator counts {counts.tolist()} for budget {budget}")
-        positions = pool.positions(tasks)
+        positions = self.pool.positions(tasks)
         aimed = learner.pass_rate(positions)  # what the selector chose, before the update
-        out = learner.generate(positions, counts, rng, scenario.scores)
-        index = pool.index[out.task]
-        results = StepResults(index, out.reward, out.success, out.format_valid)
+        out = learner.generate(positions, counts, self.rng, sc.scores)
+        return counts, aimed, out, len(named) * sc.rollouts, {"selector": t1 - t0, "allocator": t2 - t1}
+
+    def learn(self, step: int, out: Rollouts, counts: np.ndarray, aimed: np.ndarray, measured: int,
+              seconds: dict[str, float], age: np.ndarray | None = None) -> None:
+        """The step's scored rollouts ``out`` (``age``: per rollout, policy updates since the weights that generated
+        it; None: 0, synchronous) through the components and the actor update; the step recorded."""
+        sc, learner, store, rollout_filter = self.scenario, self.learner, self.store, self.rollout_filter
+        age = np.zeros(len(out.task), dtype=np.int64) if age is None else np.asarray(age, dtype=np.int64)
+        index = self.pool.index[out.task]
+        results = StepResults(index, out.reward, out.success, out.format_valid,
+                              weight_version=None if not age.any() else np.repeat((step - 1 - age)[:, None], 2, axis=1))
         t3 = time.perf_counter()
-        selector.update(step, results)
+        self.selector.update(step, results)
         t4 = time.perf_counter()
-        allocator.update(step, results)
+        self.allocator.update(step, results)
         t5 = time.perf_counter()
         ids = rollout_ids(step, len(out.task))
-        adv = advantages(out.reward, out.group, scenario.advantage)
+        adv = advantages(out.reward, out.group, sc.advantage)
         view = RolloutView(index, out.group, out.reward, adv, out.length, out.entropy,
                            learner.config.max_response_length, ids)
         kept = np.sort(np.asarray(rollout_filter.filter_step(step, view), dtype=np.int64))
@@ -178,33 +193,51 @@ def run(scenario: Scenario, setting: Setting, seed: int, world: World | None = N
                       np.concatenate([out.success[kept], old["success"][replayed]]),
                       np.concatenate([out.spurious[kept], old["spurious"][replayed]]),
                       np.concatenate([out.length[kept], old["length"][replayed]]),
-                      np.concatenate([np.zeros(len(kept)), step - old["born"][replayed]]).astype(np.float64),
+                      np.concatenate([age[kept], step - old["born"][replayed]]).astype(np.float64),
                       np.concatenate([np.zeros(len(kept)), old["uses"][replayed]]).astype(np.float64))
         trained_ids = np.concatenate([ids[kept], store.ids[replayed]])
-        entropy = learner.entropy_of(rows.task, rows.spurious, rng)
+        entropy = learner.entropy_of(rows.task, rows.spurious, self.rng)
         clip = np.minimum(1.0, 0.02 + 0.04 * rows.age + 0.1 * rows.spurious)
-        learner.learn(rows, mini_batch, scenario.aggregation)
+        learner.learn(rows, self.mini_batch, sc.aggregation)
         if rollout_filter.replays:
             store.cols["uses"][replayed] += 1
             fresh_uses = np.zeros(len(ids), dtype=np.int64)
             fresh_uses[kept] = 1
             store.add(ids, task=out.task, advantage=adv, success=out.success, spurious=out.spurious,
-                      length=out.length, born=np.full(len(ids), step, dtype=np.int64), uses=fresh_uses)
+                      length=out.length, born=np.full(len(ids), step, dtype=np.int64) - age, uses=fresh_uses)
             store.keep(rollout_filter.stored())
         t7 = time.perf_counter()
         rollout_filter.observe_update(step, trained_ids, entropy, clip)
         t8 = time.perf_counter()
         learner.forget()
-        rec.step(out, counts, len(kept), len(replayed), len(named) * scenario.rollouts, aimed,
-                 {"selector": (t1 - t0) + (t4 - t3), "allocator": (t2 - t1) + (t5 - t4),
-                  "rollout_filter": (t6 - t5) + (t8 - t7)})
-        if step % scenario.eval_every == 0 or step == scenario.steps:
-            rec.evaluate(step, learner, scenario)
+        self.rec.step(out, counts, len(kept), len(replayed), measured, aimed,
+                      {"selector": seconds["selector"] + (t4 - t3), "allocator": seconds["allocator"] + (t5 - t4),
+                       "rollout_filter": (t6 - t5) + (t8 - t7)})
+        if step % sc.eval_every == 0 or step == sc.steps:
+            self.rec.evaluate(step, learner, sc)
+
+    def resume(self) -> None:
+        """Rebuild the components from their saved state, as a resumed run does."""
+        saved = [c.state_dict() for c in (self.selector, self.allocator, self.rollout_filter)]
+        self.selector, self.allocator, self.rollout_filter = components(self.setting, self.pool, self.seed, saved)
+
+    def finish(self) -> dict[str, Any]:
+        final = self.probe.binomial(TRANSITION_SAMPLES, self.learner.pass_rate(self.sample)) / TRANSITION_SAMPLES
+        return self.rec.finish(transition_matrix(self.initial, final)[1])
+
+
+def run(scenario: Scenario, setting: Setting, seed: int, world: World | None = None,
+        resume_after: int | None = None) -> dict[str, Any]:
+    """Train ``scenario.steps`` steps; returns the per-run record (curves, per-step metrics, transitions, and the
+    components' ``ms_per_step``, the only entry that is not a function of the seed).
+    ``resume_after``: after that step, rebuild the components from their saved state (a resumed run)."""
+    r = Run(scenario, setting, seed, world)
+    for step in range(1, scenario.steps + 1):
+        counts, aimed, out, measured, seconds = r.choose(step, r.batch)
+        r.learn(step, out, counts, aimed, measured, seconds)
         if step == resume_after:
-            saved = [c.state_dict() for c in (selector, allocator, rollout_filter)]
-            selector, allocator, rollout_filter = components(setting, pool, seed, saved)
-    final = probe.binomial(TRANSITION_SAMPLES, learner.pass_rate(sample)) / TRANSITION_SAMPLES
-    return rec.finish(transition_matrix(initial, final)[1])
+            r.resume()
+    return r.finish()
 
 
 def _r(x: float) -> float:
