@@ -14,11 +14,12 @@ and the sampling they share, each in its own module:
 * :mod:`verl_ext.cpu.hf_server`: :class:`HFServer`, the Ray actor with verl's server interface that
   batches requests, and :class:`HFReplica` (``RolloutReplica``), one server per actor rank.
 
-Limits: synchronous (colocated) training only, one actor rank per replica (rollout tp = dp = pp
-= 1; verl then builds one replica per rank and balances requests over them, all requests of a prompt to one replica:
-:mod:`verl_ext.cpu.hf_router`). The generate call runs inside the actor process through ``__ray_call__`` (the
-mechanism vLLM's replica uses to query its workers), so it cannot overlap with training; that is exactly what sync
-mode expects.
+Limits: one rank per replica (rollout tp = dp = pp = 1; verl then builds one replica per rank and balances requests
+over them, all requests of a prompt to one replica: :mod:`verl_ext.cpu.hf_router`). In hybrid mode (``sync``,
+``colocate_async``) the generate call runs inside the actor process through ``__ray_call__`` (the mechanism vLLM's
+replica uses to query its workers), so it cannot overlap with training; ``colocate_async`` pauses it around weight
+updates. As ``separate_async``'s standalone replica it runs in verl's ``CheckpointEngineWorker`` on a copy of the
+policy that the checkpoint engine refreshes after every step, alongside training.
 """
 
 from verl_ext.cpu.hf_sampling import Generation, SamplingParams, SeededSampler, generate_batch, request_seed

@@ -9,7 +9,7 @@
   process by :func:`~verl_ext.cpu.hf_worker.generate_on_worker`. A request's token cap is
   ``min(response_length, prompt_length + response_length - len(prompt))``, the rule of vLLM's server.
 * :class:`HFReplica` (``RolloutReplica``), registered as ``"hf"`` in ``RolloutReplicaRegistry``;
-  ``launch_servers`` creates one :class:`HFServer` per actor rank.
+  ``launch_servers`` creates one :class:`HFServer` per rank (hybrid actor rank or standalone rollout worker).
 
 Diagnostics: with ``VERL_LOGGING_LEVEL=INFO`` in the Ray workers' environment the server logs each
 batch (size, tokens, seconds). ``VERL_EXT_HF_ROLLOUT_MAX_BATCH`` (64),
@@ -198,13 +198,13 @@ HFServer = ray.remote(num_cpus=0)(_HFServerImpl)
 
 
 class HFReplica(RolloutReplica):
-    """One :class:`HFServer` per actor rank (hybrid mode only)."""
+    """One :class:`HFServer` per rank: an actor rank (hybrid) or a standalone rollout worker (``separate_async``)."""
 
     async def launch_servers(self):
         if len(self.workers) != 1:
             raise NotImplementedError(
                 f"the hf rollout backend serves one actor rank per replica (rollout tp = dp = pp = 1), got "
-                f"{len(self.workers)} workers (hybrid mode only)"
+                f"{len(self.workers)} workers"
             )
         eos, pad = await self.workers[0].__ray_call__.remote(special_ids_on_worker)
         name = f"hf_server_{self.replica_rank}{self.name_suffix}_{os.getpid()}"

@@ -1,12 +1,13 @@
-"""The ``hf`` rollout backend inside the hybrid actor process (the backend: :mod:`verl_ext.cpu.hf_rollout`).
+"""The ``hf`` rollout backend inside the process that generates (the backend: :mod:`verl_ext.cpu.hf_rollout`).
 
-:class:`HFServerAdapter` (``BaseRollout``) is built by every hybrid actor worker through
-``_ROLLOUT_REGISTRY[("hf", "async")]`` (``workers/engine_workers.py:667``). Nothing is copied on a
-weight sync with one actor rank: generation uses the actor's own module, so ``update_weights`` only
-records ``global_steps`` (the weight version reported to the trainer for staleness metrics). With
-several data-parallel ranks a lone rank cannot run the sharded module (the others would have to join
-each all-gather), so every rank keeps a full copy of the policy, reloaded from verl's weight-sync
-generator (:func:`load_module_copy`), and generates its own share of the requests.
+:class:`HFServerAdapter` (``BaseRollout``) is built through ``_ROLLOUT_REGISTRY[("hf", "async")]`` by every hybrid
+actor worker (``workers/engine_workers.py:667``) and, for ``separate_async``'s standalone rollout pool, by verl's
+``CheckpointEngineWorker`` (``checkpoint_engine/base.py:325``, no device mesh). Nothing is copied on a weight sync
+with one hybrid actor rank: generation uses the actor's own module, so ``update_weights`` only records
+``global_steps`` (the weight version reported to the trainer for staleness metrics). With several data-parallel
+ranks a lone rank cannot run the sharded module (the others would have to join each all-gather), and a standalone
+replica has no actor at all, so they keep a full copy of the policy, reloaded from verl's weight-sync generator
+(:func:`load_module_copy`; the checkpoint engine's is asynchronous), and generate their own share of the requests.
 
 The server reaches this process through ``__ray_call__`` (the mechanism vLLM's replica uses to query
 its workers) with :func:`generate_on_worker` and :func:`special_ids_on_worker`. During a batch the
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Any, Generator, Optional
+from typing import Any, AsyncIterator, Generator, Optional
 
 import torch
 from torch.distributed.fsdp import FSDPModule
@@ -41,8 +42,8 @@ class HFServerAdapter(BaseRollout):
     """
 
     def __init__(self, config, model_config, device_mesh, *args, **kwargs):
-        super().__init__(config, model_config, device_mesh, *args, **kwargs)
-        self.model_config = model_config
+        super().__init__(config, model_config, device_mesh, *args, **kwargs)  # model_config: an HFModelConfig
+        self.standalone = device_mesh is None  # separate_async's rollout pool: no actor in this process
         self.global_steps: int = 0
         self.sleeping = False
         self.sample_counts: tuple[int, dict] = (0, {})  # (weight version, occurrences per request key)
@@ -54,10 +55,14 @@ class HFServerAdapter(BaseRollout):
     async def release(self):
         self.sleeping = True
 
-    async def update_weights(self, weights: Generator, wire_format: str = "named_tensors", **kwargs):
+    async def update_weights(self, weights: Generator | AsyncIterator, wire_format: str = "named_tensors", **kwargs):
         # Every rank runs this (ONE_TO_ALL, engine_workers.py:727): the generator all-gathers each
         # tensor, so with several ranks all of them consume it in the same order.
-        if _world_size() > 1:
+        if wire_format != "named_tensors":
+            raise NotImplementedError(f"the hf rollout backend loads full tensors, not {wire_format!r}")
+        if hasattr(weights, "__aiter__"):  # a checkpoint engine's receive_weights
+            weights = [item async for item in weights]
+        if self.standalone or _world_size() > 1:
             self.module_copy = load_module_copy(self.module_copy, self.model_config.hf_config, weights)
         steps = kwargs.get("global_steps")
         if steps is not None:
@@ -87,6 +92,21 @@ def load_module_copy(module: Optional[torch.nn.Module], hf_config, weights) -> t
     if missing:
         raise KeyError(f"weight sync: no tensor for {missing[:5]} ({len(missing)} parameters)")
     return module
+
+
+def _generation_target(process, *, loaded: bool = True) -> tuple[HFServerAdapter, torch.nn.Module, Any, bool]:
+    """``(adapter, module to generate with, HFModelConfig, whether the module is the actor's FSDP one)`` in a
+    standalone rollout worker (verl's ``CheckpointEngineWorker``: the adapter's copy, ``None`` before the first weight
+    sync unless ``loaded`` is required) or a hybrid actor process."""
+    adapter = getattr(process, "server_adapter", None)
+    if isinstance(adapter, HFServerAdapter):
+        if adapter.module_copy is None and loaded:
+            raise RuntimeError("standalone hf rollout: no weights received yet (the trainer syncs them at start-up)")
+        return adapter, adapter.module_copy, adapter.model_config, False
+    w = _find_rollout_worker(process)
+    copy = w.rollout.module_copy
+    return w.rollout, (w.actor.engine.module if copy is None else copy), getattr(w.actor, "model_config", None), \
+        copy is None
 
 
 def _find_rollout_worker(actor_process) -> Any:
@@ -148,14 +168,12 @@ def generate_on_worker(
     version and its occurrence among identical requests at that version (counted here, on the
     adapter, and reset when the version changes), so samples do not depend on batching or order.
     """
-    w = _find_rollout_worker(actor_process)
+    adapter, module, _, sharded = _generation_target(actor_process)
     start = time.perf_counter()
-    copy = w.rollout.module_copy
-    module = w.actor.engine.module if copy is None else copy
-    version = int(w.rollout.global_steps)
+    version = int(adapter.global_steps)
     seeds = None
     if base_seed is not None and params.do_sample:
-        counted_version, counts = getattr(w.rollout, "sample_counts", (None, {}))
+        counted_version, counts = getattr(adapter, "sample_counts", (None, {}))
         if counted_version != version:
             counts = {}
         seeds = []
@@ -164,8 +182,8 @@ def generate_on_worker(
             occurrence = counts.get(key, 0)
             counts[key] = occurrence + 1
             seeds.append(request_seed(base_seed, version, prompt, params, cap, occurrence))
-        w.rollout.sample_counts = (version, counts)
-    with _fsdp_unsharded(module) if copy is None else contextlib.nullcontext():
+        adapter.sample_counts = (version, counts)
+    with _fsdp_unsharded(module) if sharded else contextlib.nullcontext():
         gens = generate_batch(
             module,
             prompts,
@@ -188,13 +206,13 @@ def _as_id_list(value) -> list[int]:
 
 
 def special_ids_on_worker(actor_process) -> tuple[list[int], int]:
-    """(EOS ids, pad id) from the actor's own ``HFModelConfig``: generation config, then tokenizer."""
-    w = _find_rollout_worker(actor_process)
-    mc = w.actor.model_config
+    """(EOS ids, pad id) from the policy's ``HFModelConfig``: generation config, tokenizer, model config."""
+    _, module, mc, _ = _generation_target(actor_process, loaded=False)  # a standalone server starts before weights
     eos = _as_id_list(getattr(getattr(mc, "generation_config", None), "eos_token_id", None))
     tok = getattr(mc, "tokenizer", None)
     eos += _as_id_list(getattr(tok, "eos_token_id", None))
-    eos += _as_id_list(getattr(getattr(w.actor.engine.module, "config", None), "eos_token_id", None))
+    eos += _as_id_list(getattr(getattr(mc, "hf_config", None), "eos_token_id", None))
+    eos += _as_id_list(getattr(getattr(module, "config", None), "eos_token_id", None))
     if not eos:
         raise ValueError(f"{mc.path}: no EOS token id in the generation config, tokenizer or model config")
     pad = getattr(tok, "pad_token_id", None)
