@@ -18,6 +18,7 @@ from verl_ext.cpu import (
     cpu_precision,
     main_ppo_command,
     project_root,
+    separate_async_settings,
     split_hydra_flags,
 )
 from verl_ext.cpu.shims import _dedupe_backend
@@ -117,6 +118,23 @@ def test_overrides_compose_with_verl_config():
                                                                                               None, 2)
 
 
+def test_separate_async_gets_the_cpu_checkpoint_engine_and_logical_gpus_for_its_rollout_pool():
+    from tests.recipes.recipes import compose_recipe
+
+    base = ("bots", "cpu_embedded", "actor_rollout_ref.model.path=/m", "trainer.n_gpus_per_node=1",
+            "++ray_kwargs.ray_init.num_gpus=1")
+    sync = compose_recipe(*base)
+    assert separate_async_settings(sync) == [] and sync.actor_rollout_ref.rollout.checkpoint_engine.backend == "naive"
+    cfg = compose_recipe(*base, "+async=separate", "actor_rollout_ref.rollout.n_gpus_per_node=2")
+    assert len(separate_async_settings(cfg)) == 2
+    engine = cfg.actor_rollout_ref.rollout.checkpoint_engine
+    assert (engine.backend, engine.custom_backend_module) == ("gloo", "verl_ext.cpu.checkpoint_engine")
+    assert cfg.ray_kwargs.ray_init.num_gpus == 3  # one training rank, two rollout ranks
+    assert separate_async_settings(cfg) == []  # applied once
+    joined = compose_recipe(*base, "+async=separate", "++ray_kwargs.ray_init.num_gpus=null")
+    assert len(separate_async_settings(joined)) == 1 and joined.ray_kwargs.ray_init.num_gpus is None  # nodes declare
+
+
 def test_ray_address_joins_a_cluster_whose_nodes_bring_resources_and_threads():
     local = cpu_overrides({})
     assert {"++ray_kwargs.ray_init.address=local", "++ray_kwargs.ray_init.num_cpus=16"} <= set(local)
@@ -173,6 +191,15 @@ if out["device"] == "cpu":
     out["engine"] = EngineRegistry.get_engine_cls("language_model", "fsdp2").__name__
     dev = get_torch_device()
     dev.synchronize(); dev.empty_cache(); out["mem_free_gb"] = dev.mem_get_info()[0] / 2**30
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from verl.utils import fsdp_utils
+    net = torch.nn.Linear(4, 4)
+    fully_shard(net, mesh=init_device_mesh("cpu", (1,)))
+    saved, _ = fsdp_utils.fsdp2_sharded_save_to_cpu(net)  # separate_async's pi_old
+    with torch.no_grad():
+        net.weight.add_(1.0)  # the optimizer step
+    out["pi_old_kept"] = torch.equal(saved["weight"][0] + 1.0, net.weight.to_local())
     dist.destroy_process_group()
 print(json.dumps(out))
 """
@@ -193,6 +220,7 @@ def test_plugin_in_cpu_mode():
     assert out["rollout"] == "HFServerAdapter" and out["replica"] == "HFReplica"
     assert out["engine"] == "FSDPEngineWithLMHead" and out["mem_free_gb"] > 0
     assert out["sdpa"] == ["sdpa_per_sequence_forward", "sdpa_per_sequence_mask"]  # shim 3: packed rows per sequence
+    assert out["pi_old_kept"]  # shim 4: separate_async's saved pi_old is a copy, not the parameters the update changes
 
 
 def test_plugin_is_inert_without_verl_platform():

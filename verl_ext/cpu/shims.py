@@ -25,6 +25,11 @@ never uses that module does not pay for importing it, and modules that later bin
    and is transformers' SDPA everywhere else (padded rows, generation), so configs and saved checkpoints keep
    ``attn_implementation: sdpa``. In ``make bench``'s floor (issue 35): old log-probs 5.41 -> 3.19 s, update
    16.6 -> 12.8 s.
+4. ``verl.utils.fsdp_utils.fsdp2_sharded_save_to_cpu`` (``utils/fsdp_utils.py:1167,1180``): ``separate_async`` keeps
+   pi_old as ``.detach().cpu()`` of the local shards (``experimental/separation/engine_workers.py:95-99``), a copy on a
+   GPU and the live parameters themselves on a CPU, which the optimizer then overwrites: with ``parameter_sync_step >
+   1`` the later mini-batches' old log-probs came from the current policy (``actor/ppo_kl`` 0 and ``pg_clipfrac`` 0
+   every step, exit 0; shared notes §K). Each saved tensor is cloned.
 """
 
 from __future__ import annotations
@@ -160,6 +165,20 @@ def _patch_offload_policy(fsdp_utils) -> None:
     fsdp_utils.CPUOffloadPolicy = CPUOffloadPolicy
 
 
+def _patch_sharded_save(fsdp_utils) -> None:
+    original = getattr(fsdp_utils, "fsdp2_sharded_save_to_cpu", None)
+    if original is None or getattr(original, "_verl_ext_cpu", False):
+        return
+
+    @functools.wraps(original)
+    def fsdp2_sharded_save_to_cpu(model):
+        state, spec = original(model)
+        return {name: (tensor.clone(), s) for name, (tensor, s) in state.items()}, spec
+
+    fsdp2_sharded_save_to_cpu._verl_ext_cpu = True
+    fsdp_utils.fsdp2_sharded_save_to_cpu = fsdp2_sharded_save_to_cpu
+
+
 def _register_packed_sdpa(_modeling_utils) -> None:
     from verl_ext.attention import register_sdpa_per_sequence
 
@@ -173,5 +192,6 @@ def apply() -> None:
         return
     when_imported("verl.utils.distributed", _patch_distributed)
     when_imported("verl.utils.fsdp_utils", _patch_offload_policy)
+    when_imported("verl.utils.fsdp_utils", _patch_sharded_save)
     when_imported("transformers.modeling_utils", _register_packed_sdpa)
     _APPLIED = True
