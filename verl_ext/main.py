@@ -74,8 +74,11 @@ def run(config) -> None:
 
     from verl_ext.attention import attention_line
     from verl_ext.trainer.build_axes import validate_axes, validate_training_data
+    from verl_ext.cpu import is_cpu_mode, separate_async_settings
     from verl_ext.trainer.startup_checks import check_supported, check_validation_files
 
+    for change in separate_async_settings(config) if is_cpu_mode() else []:
+        print(f"verl_ext.main: CPU mode: {change}", flush=True)
     check_supported(config)
     validate_axes(config)
     validate_training_data(config)
@@ -87,7 +90,7 @@ def run(config) -> None:
     validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
     print(f"verl_ext.main: {attention_line(config)}", flush=True)
     export_trainer_module(config)
-    from verl_ext.cpu import is_cpu_mode, vllm_rollout
+    from verl_ext.cpu import vllm_rollout
 
     with vllm_rollout.shm_cleanup(enabled=is_cpu_mode() and config.actor_rollout_ref.rollout.name == "vllm"):
         run_ppo(config, task_runner_class=TaskRunnerV1)

@@ -1,6 +1,7 @@
-"""Every paper setting with ``+async=colocate`` (verl's colocate_async with the three axes; issue 36): it composes,
-and the start-up check either accepts it or refuses the one component that has no rule for stale evidence, naming
-the reason and the nearest setting that works. No training here (tests/trainer/test_async_trainer_on_cpu.py)."""
+"""Every paper setting with ``+async=colocate`` and ``+async=separate`` (verl's colocate_async and separate_async with
+the three axes; issue 36): it composes, and the start-up check either accepts it or refuses the one component that has
+no rule for stale evidence, naming the reason and the nearest setting that works. No training here
+(tests/trainer/test_async_trainer_on_cpu.py)."""
 
 from __future__ import annotations
 
@@ -16,12 +17,16 @@ SETTINGS = sorted((d.name, f.stem) for d in RECIPES.iterdir() if d.is_dir()
 REFUSED = {"ads": "selector=ads"}  # the recipes whose own method cannot run async
 
 
+@pytest.mark.parametrize("variant", ["colocate", "separate"])
 @pytest.mark.parametrize(("group", "setting"), SETTINGS, ids=[f"{g}/{s}" for g, s in SETTINGS])
-def test_paper_settings_run_async_or_say_why_not(group, setting):
+def test_paper_settings_run_async_or_say_why_not(group, setting, variant):
     cfg = compose_recipe(group, setting, "recipe.data_dir=/data", "actor_rollout_ref.model.path=/m",
-                         "+async=colocate")
-    assert cfg.trainer.v1.trainer_mode == "verl_ext_colocate_async"
+                         f"+async={variant}")
+    assert cfg.trainer.v1.trainer_mode == f"verl_ext_{variant}_async"
     assert cfg.trainer.v1.sampler.max_off_policy_threshold == 2
+    if variant == "separate":  # a standalone rollout pool, one weight sync and one mini-batch a step
+        assert not cfg.actor_rollout_ref.hybrid_engine and cfg.actor_rollout_ref.rollout.nnodes == 1
+        assert cfg.actor_rollout_ref.actor.ppo_mini_batch_size == cfg.data.train_batch_size
     if not any(cfg[axis].name == name for axis, name in ASYNC_REFUSED):
         check_supported(cfg)
         return

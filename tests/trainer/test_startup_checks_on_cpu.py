@@ -38,7 +38,8 @@ def test_unsupported_settings_are_refused_by_name(override, named):
 
 @pytest.mark.parametrize("mode", ["verl_ext_colocate_async", "verl_ext_separate_async"])
 def test_async_modes_run_components_with_a_stale_evidence_rule_and_name_the_nearest_setting_otherwise(mode):
-    base = (*CPU_RECIPE, f"trainer.v1.trainer_mode={mode}", "trainer.v1.separate_async.parameter_sync_step=1")
+    base = (*CPU_RECIPE, f"trainer.v1.trainer_mode={mode}", "trainer.v1.separate_async.parameter_sync_step=1",
+            "actor_rollout_ref.actor.ppo_mini_batch_size=${data.train_batch_size}")
     check_supported(compose_recipe(*base))
     verl_mode = mode.removeprefix("verl_ext_")
     for override, named in [("selector=ads", "nearest: selector=bots"), ("selector=dots", "nearest: selector=bots_dots"),
@@ -47,6 +48,12 @@ def test_async_modes_run_components_with_a_stale_evidence_rule_and_name_the_near
         with pytest.raises(ValueError, match="not supported by trainer mode verl_ext") as err:
             check_supported(compose_recipe(*base, override))
         assert named in str(err.value)
+
+
+def test_separate_async_needs_one_mini_batch_a_step_and_async_separate_sets_it():
+    check_supported(compose_recipe(*CPU_RECIPE, "+async=separate"))
+    with pytest.raises(ValueError, match=r"ppo_mini_batch_size=2 != data.train_batch_size=4 in separate_async"):
+        check_supported(compose_recipe(*CPU_RECIPE, "+async=separate", "actor_rollout_ref.actor.ppo_mini_batch_size=2"))
 
 
 def test_sequence_parallelism_is_accepted_with_flash_attention_only():

@@ -88,8 +88,12 @@ with and without a reference model (``use_kl_loss``), validation (greedy), check
 Data parallelism: ``trainer.n_gpus_per_node=K`` runs K actor ranks (processes, FSDP2 over gloo), each
 generating its share of the rollouts with the ``hf`` backend and using ``cores / K`` threads.
 
-Limits: one node unless ``RAY_ADDRESS`` names a cluster (above), synchronous trainer modes only (the rollout
-runs inside the actor process), text-only models; see :mod:`verl_ext.cpu.hf_rollout`. No critic
+Asynchronous trainers: ``colocate_async`` as it is (the ``hf`` server pauses around weight updates);
+``separate_async``'s standalone rollout pool through :func:`separate_async_settings` (a gloo checkpoint engine,
+:mod:`verl_ext.cpu.checkpoint_engine`, and logical Ray GPUs for its ranks), applied by ``python -m verl_ext.main``.
+
+Limits: one node unless ``RAY_ADDRESS`` names a cluster (above), text-only models; see
+:mod:`verl_ext.cpu.hf_rollout`. No critic
 (GAE): verl loads value-head models with a hard-coded ``attn_implementation="flash_attention_2"``
 (``utils/model.py:649,674``), which fails without CUDA.
 """
@@ -106,7 +110,7 @@ ENV_PREFIX = "+ray_kwargs.ray_init.runtime_env.env_vars."
 HF_ROUTER_CONFIG = Path(__file__).resolve().with_name("hf_router.yaml")  # verl_ext.cpu.hf_router
 
 __all__ = ["PLUGIN_MODULE", "DRIVER_ENV", "project_root", "join_unique", "cpu_env", "cpu_overrides", "cpu_precision",
-           "main_ppo_command", "is_cpu_mode", "split_hydra_flags"]
+           "main_ppo_command", "is_cpu_mode", "separate_async_settings", "split_hydra_flags"]
 
 
 def project_root() -> str:
@@ -150,6 +154,7 @@ def cpu_env(base: Mapping[str, str] | None = None, *, num_threads: int | None = 
 
 # The launching process's own environment only, not forwarded to the Ray workers (so the composed configs do not
 # change): read by the raylet a local run starts, which inherits the driver's environment.
+GPU_CHECKPOINT_ENGINES = ("nccl", "nixl", "mooncake", "kimi_ckpt_engine", "delta_sharded")  # verl 0.9.1's (hccl: "nccl")
 DRIVER_ENV = {"RAY_prestart_worker_first_driver": "0", "RAY_LD_PRELOAD_ON_WORKERS": "1"}
 
 
@@ -257,6 +262,35 @@ def cpu_overrides(
         "data.dataloader_num_workers=0",
     ]
     return overrides
+
+
+CHECKPOINT_ENGINE_MODULE = "verl_ext.cpu.checkpoint_engine"  # registers checkpoint engine "gloo"
+
+
+def separate_async_settings(config) -> list[str]:
+    """CPU mode, verl's ``separate_async`` (ours or verl's, read from ``trainer.v1.trainer_mode``): its standalone
+    rollout pool needs a checkpoint engine that runs without GPUs and logical Ray GPUs of its own. Sets, on the composed
+    config, a GPU engine (``nccl``, the recipes' ``+async=separate``) to :mod:`verl_ext.cpu.checkpoint_engine`'s
+    ``gloo`` and, for a private Ray instance, ``ray_init.num_gpus`` to the trainer's plus the rollout pool's ranks.
+    Returns what it changed, one line each (``python -m verl_ext.main`` prints them)."""
+    from omegaconf import open_dict
+
+    if config.trainer.v1.trainer_mode not in ("separate_async", "verl_ext_separate_async"):
+        return []
+    rollout, trainer, ray_init = config.actor_rollout_ref.rollout, config.trainer, config.ray_kwargs.ray_init
+    changes = []
+    with open_dict(config):
+        engine = rollout.checkpoint_engine
+        if engine.backend in GPU_CHECKPOINT_ENGINES:
+            changes.append(f"rollout.checkpoint_engine.backend {engine.backend} -> gloo ({CHECKPOINT_ENGINE_MODULE})")
+            engine.backend, engine.custom_backend_module = "gloo", CHECKPOINT_ENGINE_MODULE
+        if ray_init.get("num_gpus") is not None:
+            need = int(trainer.nnodes) * int(trainer.n_gpus_per_node) + int(rollout.nnodes) * int(rollout.n_gpus_per_node)
+            if int(ray_init.num_gpus) < need:
+                changes.append(f"ray_kwargs.ray_init.num_gpus {ray_init.num_gpus} -> {need} (logical: training and "
+                               "rollout ranks)")
+                ray_init.num_gpus = need
+    return changes
 
 
 def split_hydra_flags(args: list[str] | tuple[str, ...]) -> tuple[list[str], list[str]]:

@@ -588,6 +588,18 @@ class DataSelectionColocateAsync(DataSelectionMixin, PPOTrainerColocateAsync):
 
 @register_trainer(ASYNC_MODES["separate_async"])
 class DataSelectionSeparateAsync(DataSelectionMixin, PPOTrainerSeparateAsync):
-    """``trainer.v1.trainer_mode=verl_ext_separate_async``: verl's ``separate_async`` (a standalone rollout pool)."""
+    """``trainer.v1.trainer_mode=verl_ext_separate_async``: verl's ``separate_async`` (a standalone rollout pool, weights
+    synced through ``rollout.checkpoint_engine`` after every step; ``+async=separate``)."""
 
     VERL_MODE = "separate_async"
+
+    def _setup(self):
+        # verl 0.9.1 logs with logger.info(..., flush=True) when hybrid_engine=False (trainer_separate_async.py:181-185):
+        # a TypeError at INFO level, so that module's logger stays at WARNING while verl sets up
+        log = logging.getLogger(PPOTrainerSeparateAsync.__module__)
+        level = log.level
+        log.setLevel(max(level, logging.WARNING))
+        try:
+            super()._setup()
+        finally:
+            log.setLevel(level)

@@ -42,6 +42,12 @@ def check_supported(config) -> None:
     if int(sync_step) != 1:
         problems.append(f"trainer.v1.{verl_mode(mode)}.parameter_sync_step={sync_step} (one update per step only; "
                         "separate_async then needs data.train_batch_size = actor.ppo_mini_batch_size)")
+    elif verl_mode(mode) == "separate_async" and config.data.train_batch_size != \
+            config.actor_rollout_ref.actor.ppo_mini_batch_size:
+        problems.append(f"actor_rollout_ref.actor.ppo_mini_batch_size={config.actor_rollout_ref.actor.ppo_mini_batch_size}"
+                        f" != data.train_batch_size={config.data.train_batch_size} in separate_async (verl asserts "
+                        "train_batch_size = parameter_sync_step x ppo_mini_batch_size, trainer_separate_async.py:59; "
+                        "+async=separate sets the mini-batch to the batch)")
     if ((v1.get("sampler") or {}).get("custom_sampler") or {}).get("path"):
         problems.append("trainer.v1.sampler.custom_sampler (the trainer's own buffer reports which prompt groups "
                         "each sample trains and evicts)")
