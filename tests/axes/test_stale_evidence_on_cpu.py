@@ -1,6 +1,7 @@
 """What the axes owe asynchronous training (issue 36): every component states how it uses evidence older than the
 policy it trains (``stale_evidence``; unstated ones are refused in verl's async modes), BOTS forgets lagged evidence
-once per policy update of lag, the "counted as fresh" ones ignore age, and selectors never choose a task in flight."""
+once per policy update of lag, the "counted as fresh" ones ignore age, selectors never choose a task in flight, and
+replaying filters forget the stored rollouts the trainer expires (beyond its off-policy threshold)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from verl_ext.apps.sim.world import World, WorldConfig
 from tests.axes.test_component_contracts_on_cpu import COMPONENTS, _build, _equal
 
 # components that cannot yet be made correct in async training (their reasons: verl_ext/trainer/startup_checks.py)
-UNSTATED = {("selector", "ads"), ("selector", "dots"), ("rollout_filter", "cbs"), ("rollout_filter", "replay_fifo")}
+UNSTATED = {("selector", "ads"), ("selector", "dots")}
 EXCLUDING = ["uniform", "sequential", "bots", "progress", "prompt_utility", "dots"]
 
 
@@ -145,3 +146,71 @@ def test_selectors_that_cannot_skip_tasks_in_flight_say_so(pool):
     with pytest.raises(ValueError, match="protocol=in_batch"):
         build_selector({"name": "dots", "protocol": "measured"}, pool, 0).select(1, 8, exclude=pool.index[:1])
     assert REGISTRY["selector"]["ads"][1].stale_evidence is None
+
+
+def _replaying(name: str):
+    from verl_ext.axes import build_filter
+
+    config = {"cbs": {"name": "cbs", "buffer_size": 24, "batch_size": 8, "warmup": 0},
+              "replay_fifo": {"name": "replay_fifo", "capacity": 4, "fresh_groups": 2, "fraction": 0.5,
+                              "first_round_steps": 0}}[name]
+    return build_filter(config, 0)
+
+
+def _step_view(step: int, rng):
+    from verl_ext.axes import RolloutView
+    from verl_ext.axes.views import rollout_ids
+
+    group = np.repeat(np.arange(2), 4)
+    reward = np.tile([1.0, 0.0, 1.0, 0.0], 2)  # informative groups: both stored
+    return RolloutView(task_index=10 * step + group, group=group, reward=reward, advantage=reward - 0.5,
+                       response_length=np.full(8, 5), entropy=rng.random(8), max_response_length=8,
+                       rollout_id=rollout_ids(step, 8))
+
+
+@pytest.mark.parametrize("name", ["cbs", "replay_fifo"])
+def test_replaying_filters_forget_what_the_trainer_expires(name):
+    """Expired ids leave the buffer whole (a replay_fifo group with any expired rollout goes), are never replayed
+    again, and the rest stays; the chain passes the call to its replaying filter."""
+    from verl_ext.axes.chain import FilterChain
+
+    rng = np.random.default_rng(0)
+    f = _replaying(name)
+    for step in (1, 2):
+        f.filter_step(step, _step_view(step, rng))
+    stored = f.stored()
+    first = stored[stored < _step_view(2, rng).rollout_id.min()]  # step 1's rollouts
+    assert len(first)
+    f.expire(3, first[:1])
+    left = set(f.stored().tolist())
+    assert int(first[0]) not in left
+    if name == "replay_fifo":  # the whole group of the expired rollout
+        assert not left & set(first[:4].tolist())
+    assert left and left <= set(stored.tolist())
+    f.expire(3, np.array(sorted(left), dtype=np.int64))
+    f.filter_step(3, _step_view(3, rng))
+    assert not set(f.replay().tolist()) & set(stored.tolist())  # nothing expired comes back
+    chain = FilterChain([_replaying(name)])
+    chain.filter_step(1, _step_view(1, rng))
+    chain.expire(2, chain.stored())
+    assert len(chain.stored()) == 0
+
+
+def test_a_replaying_filter_without_expire_is_refused():
+    from verl_ext.axes.base import RolloutFilter
+
+    class Keeps(RolloutFilter):
+        replays = True
+
+        def select(self, step, rollouts):
+            return np.arange(len(rollouts))
+
+    with pytest.raises(NotImplementedError, match="cannot expire"):
+        Keeps(None, 0).expire(1, np.array([1]))
+    assert _non_replaying().expire(1, np.array([1])) is None  # stores nothing, forgets nothing
+
+
+def _non_replaying():
+    from verl_ext.axes import build_filter
+
+    return build_filter({"name": "drop_degenerate"}, 0)

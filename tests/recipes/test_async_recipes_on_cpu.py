@@ -35,8 +35,8 @@ def test_paper_settings_run_async_or_say_why_not(group, setting, variant):
     assert REFUSED.get(group) in str(err.value)
 
 
-def test_cbs_runs_async_without_replay_and_says_why_not_with_it():
+def test_replaying_filters_run_async():
+    """CBS's replay and DOTS+RR's buffer (with BOTS: DOTS itself is refused) hold their rows within the threshold."""
     base = ("cbs", "cpu_embedded", "recipe.data_dir=/data", "actor_rollout_ref.model.path=/m", "+async=colocate")
-    check_supported(compose_recipe(*base, "rollout_filter=cbs_star"))
-    with pytest.raises(ValueError, match="nearest: rollout_filter=cbs_star"):
-        check_supported(compose_recipe(*base, "rollout_filter=cbs"))
+    for rollout_filter in ("cbs_star", "cbs", "replay_fifo"):
+        check_supported(compose_recipe(*base, f"rollout_filter={rollout_filter}"))

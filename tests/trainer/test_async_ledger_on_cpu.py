@@ -22,6 +22,7 @@ import verl.trainer.ppo.v1.trainer_base as verl_base
 from verl.utils import tensordict_utils as tu
 
 import verl_ext.trainer.mode as ours
+import verl_ext.trainer.replay as replay
 from verl_ext.axes import StepResults
 from verl_ext.trainer.build_axes import build_axes, rollout_budget, task_pool
 from verl_ext.trainer.inflight import BUCKETS
@@ -105,7 +106,8 @@ class Dataset:
         return {"input_ids": torch.tensor([position]), "index": position, "raw_prompt": f"task {position}"}
 
 
-def _config(mode: str, threshold: int, warmup: float, selector: str, strategy: str = "drop"):
+def _config(mode: str, threshold: int, warmup: float, selector: str, strategy: str = "drop",
+            rollout_filter: dict | None = None):
     return OmegaConf.create({
         "data": {"train_batch_size": BATCH, "gen_batch_size": 1, "max_response_length": LENGTH, "seed": 1},
         "actor_rollout_ref": {"rollout": {"n": N}},
@@ -114,7 +116,8 @@ def _config(mode: str, threshold: int, warmup: float, selector: str, strategy: s
         "trainer": {"v1": {"trainer_mode": mode, "sampler": {"max_off_policy_threshold": threshold,
                                                              "max_off_policy_strategy": strategy, "sampler_kwargs": {}},
                            "colocate_async": {"num_warmup_batches": warmup}, "sync": {}}},
-        "selector": {"name": selector}, "allocator": {"name": "coba"}, "rollout_filter": {"name": "drop_degenerate"},
+        "selector": {"name": selector}, "allocator": {"name": "coba"},
+        "rollout_filter": rollout_filter or {"name": "drop_degenerate"},
         "data_selection": {"rollout_budget": BATCH * N, "prefilters": []},
     })
 
@@ -133,17 +136,20 @@ class Run:
         trainer.trainer_mode = config.trainer.v1.trainer_mode
         trainer.task_pool, trainer.axes, trainer.rollout_budget = pool, build_axes(config, pool), rollout_budget(config)
         trainer.train_dataset = Dataset()
+        trainer.replay_store = replay.ReplayStore()  # set after verl's constructor
         trainer.eviction_bias.reference = dict(enumerate(p.tolist()))  # data_selection.difficulty_column
         trainer.replay_buffer = trainer._build_replay_buffer()
         trainer.replay_buffer.poll_interval = 0.0
         self.world = World(world_seed, duration, p, lambda uid: int(trainer.ledger.peek([uid], 0).step[0]))
         trainer.agent_loop_manager = self.world
         self.tq = FakeTQ(self.world)
-        for module in (verl_buffer, verl_base, ours):
+        for module in (verl_buffer, verl_base, ours, replay):
             monkeypatch.setattr(module, "tq", self.tq)
         self.chosen: list[tuple[int, list[int], list[int]]] = []  # (step, tasks, tasks in flight) per select call
         self.updates: list[tuple[int, list[str], StepResults]] = []  # (step, prompt uids, results) per update
         self.evicted: dict[str, set[str]] = {}
+        self.metrics: list[dict] = []  # what _learn_and_filter logged, per step
+        self.replayed: list[tuple[int, list[dict]]] = []  # (step, tags of the stored rows replayed)
         self._watch()
 
     def _watch(self):
@@ -179,7 +185,9 @@ class Run:
             size = BATCH if trainer.trainer_mode != "sync" else trainer._chosen
             batch, _ = trainer.replay_buffer.sample(global_steps=step, partition_id="train", batch_size=size)
             results = trainer._read_rollouts(batch)
-            trainer._learn_and_filter(batch, results, {})
+            self.metrics.append({})
+            trainer._learn_and_filter(batch, results, self.metrics[-1])
+            self.replayed.append((step, list(trainer._step.replayed.tags)))
             self.tq.kv_clear(batch.keys, "train")  # TB:511
             self.world.version = step  # on_step_end: the engine serves the updated weights
 
@@ -288,6 +296,25 @@ def test_threshold_one_without_warmup_chooses_what_the_sync_trainer_chooses(monk
     assert [tasks for _, tasks, _ in asynchronous.chosen] == [tasks for _, tasks, _ in sync.chosen]
     assert not asynchronous.evicted
     assert all(not r.lag(s).any() for s, _, r in asynchronous.updates)
+
+
+def test_replayed_rows_stay_within_the_off_policy_threshold(monkeypatch):
+    """DOTS+RR's replay buffer in colocate_async: stored groups replay while young enough and expire (leave the buffer,
+    never replayed) once the policy that would replay them is ``threshold`` updates past their weights."""
+    duration, p = _world()
+    threshold = 3
+    fifo = {"name": "replay_fifo", "capacity": 8, "fresh_groups": BATCH, "fraction": 0.5, "first_round_steps": 0,
+            "correction": "stored"}
+    run = Run(ours.DataSelectionColocateAsync, _config("verl_ext_colocate_async", threshold, 1, "bots",
+                                                       rollout_filter=fifo), monkeypatch, duration, p)
+    run.train(range(1, 13))
+    spans = [step - tag["min_global_steps"] for step, tags in run.replayed for tag in tags]
+    assert spans and max(spans) <= threshold  # replays happened, none beyond the threshold
+    assert max(spans) > 1  # rows of earlier weights did replay
+    assert sum(m["data_selection/replay/expired"] for m in run.metrics) > 0  # and older ones expired
+    stored = run.trainer.replay_store
+    assert set(stored.ids().tolist()) == set(run.trainer.axes.rollout_filter.stored().tolist())
+    assert all(12 - tag["min_global_steps"] <= threshold + 1 for tag in stored.tags.values())
 
 
 def test_the_ledger_refuses_a_prompt_submitted_twice_or_resolved_unknown_and_round_trips():

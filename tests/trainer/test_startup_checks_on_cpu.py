@@ -41,9 +41,9 @@ def test_async_modes_run_components_with_a_stale_evidence_rule_and_name_the_near
     base = (*CPU_RECIPE, f"trainer.v1.trainer_mode={mode}", "trainer.v1.separate_async.parameter_sync_step=1",
             "actor_rollout_ref.actor.ppo_mini_batch_size=${data.train_batch_size}")
     check_supported(compose_recipe(*base))
+    check_supported(compose_recipe(*base, "rollout_filter=cbs"))  # replayed rows expire beyond the threshold
     verl_mode = mode.removeprefix("verl_ext_")
     for override, named in [("selector=ads", "nearest: selector=bots"), ("selector=dots", "nearest: selector=bots_dots"),
-                            ("rollout_filter=cbs", "nearest: rollout_filter=cbs_star"),
                             (f"++trainer.v1.{verl_mode}.parameter_sync_step=2", "parameter_sync_step=2")]:
         with pytest.raises(ValueError, match="not supported by trainer mode verl_ext") as err:
             check_supported(compose_recipe(*base, override))

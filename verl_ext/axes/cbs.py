@@ -130,6 +130,10 @@ class CbsFilter(RolloutFilter):
     replays = True
     needs_clip_fraction = True
     needs_entropy = True  # Table 1 note 2: the entropy at a rollout's latest round of use
+    stale_evidence = ("scores rows by features the trainer measures under the policy that would train them; a stored "
+                      "row expires from the buffer once replaying it would exceed the trainer's off-policy threshold "
+                      "[decision: the paper's buffer is synchronous; its age feature still counts steps since "
+                      "generation]")
 
     def __init__(self, config: CbsFilterConfig, seed: int):
         super().__init__(config, seed)
@@ -169,6 +173,10 @@ class CbsFilter(RolloutFilter):
 
     def stored(self) -> np.ndarray:
         return self.ids.copy()
+
+    def expire(self, step: int, ids: np.ndarray) -> None:
+        keep = ~np.isin(self.ids, np.asarray(ids, dtype=np.int64))
+        self.ids, self.born, self.features = self.ids[keep], self.born[keep], self.features[keep]
 
     def observe_update(self, step, rollout_id, entropy, clip_fraction) -> None:
         if entropy is None:

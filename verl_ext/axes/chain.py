@@ -54,6 +54,9 @@ class FilterChain(RolloutFilter):
     def stored(self) -> np.ndarray:
         return self.filters[-1].stored()
 
+    def expire(self, step: int, ids: np.ndarray) -> None:
+        self.filters[-1].expire(step, ids)
+
     def observe_update(self, step, rollout_id, entropy, clip_fraction) -> None:
         for f in self.filters:
             f.observe_update(step, rollout_id, entropy, clip_fraction)

@@ -75,6 +75,9 @@ class ReplayFifoFilterConfig:
 
 class ReplayFifoFilter(RolloutFilter):
     replays = True
+    stale_evidence = ("decides on each group's own rewards; a stored group expires whole once replaying any of its "
+                      "rollouts would exceed the trainer's off-policy threshold [decision: the authors' trainer is "
+                      "synchronous, their buffer trims by count only]")
 
     def __init__(self, config: ReplayFifoFilterConfig, seed: int):
         super().__init__(config, seed)
@@ -120,6 +123,11 @@ class ReplayFifoFilter(RolloutFilter):
 
     def stored(self) -> np.ndarray:
         return np.concatenate([np.zeros(0, np.int64), *self.groups.values()])
+
+    def expire(self, step: int, ids: np.ndarray) -> None:
+        gone = np.asarray(ids, dtype=np.int64)
+        for task in [t for t, members in self.groups.items() if np.isin(members, gone).any()]:
+            del self.groups[task]
 
     def metrics(self) -> dict[str, float]:
         return dict(self._metrics)

@@ -50,7 +50,8 @@ Asynchronous modes: a trained group is looked up in the in-flight ledger (task, 
 selector and allocator with its age (``StepResults.submit_step`` / ``weight_version``; each component's
 ``stale_evidence`` rule); a group verl evicts (stale beyond ``trainer.v1.sampler.max_off_policy_threshold``, or failed)
 leaves the ledger as no observation (``_on_evicted``), its share per task difficulty logged under
-``data_selection/async/``. Not supported (refused before Ray starts,
+``data_selection/async/``; stored rollouts a replaying filter could replay beyond that threshold expire first
+(``ReplayStore.expired`` -> ``RolloutFilter.expire``). Not supported (refused before Ray starts,
 :func:`verl_ext.trainer.startup_checks.check_supported`): ``parameter_sync_step > 1``, sync refills, DAPO
 ``algorithm.filter_groups`` (use a rollout filter), a custom sampler, distillation, a critic whose
 ``ppo_mini_batch_size`` differs from the actor's; in the async modes, components without a stale-evidence rule.
@@ -378,6 +379,11 @@ class DataSelectionMixin:
             self.axes.selector.update(self.global_steps, results)
         with marked_timer("allocator", self.timing_raw):
             self.axes.allocator.update(self.global_steps, results)
+        threshold = self.config.trainer.v1.sampler.get("max_off_policy_threshold")
+        if self.axes.rollout_filter.replays and self.trainer_mode != "sync" and threshold is not None:
+            expired = self.replay_store.expired(self.global_steps, int(threshold))
+            self.axes.rollout_filter.expire(self.global_steps, expired)
+            metrics["data_selection/replay/expired"] = float(len(expired))
         with marked_timer("rollout_filter", self.timing_raw):
             kept = np.asarray(self.axes.rollout_filter.filter_step(self.global_steps, step.view), dtype=np.int64)
         if len(kept) and (len(np.unique(kept)) != len(kept) or kept.min() < 0 or kept.max() >= len(step.keys)):

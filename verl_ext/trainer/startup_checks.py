@@ -83,10 +83,6 @@ ASYNC_REFUSED = {
     ("selector", "dots"): "DOTS predicts from the reference set of the batch it selected, which asynchronous training "
                           "trains steps later and in parts; nearest: selector=bots_dots (BOTS with ρ = 1, the "
                           "posterior mean)",
-    ("rollout_filter", "cbs"): "replayed rows must stay within trainer.v1.sampler.max_off_policy_threshold, not yet "
-                               "enforced; nearest: rollout_filter=cbs_star (no replay)",
-    ("rollout_filter", "replay_fifo"): "replayed rows must stay within trainer.v1.sampler.max_off_policy_threshold, "
-                                       "not yet enforced; nearest: rollout_filter=drop_degenerate",
 }
 
 
