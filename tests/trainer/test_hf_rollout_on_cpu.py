@@ -417,3 +417,61 @@ def test_the_cpu_preset_routes_every_request_of_a_prompt_to_one_server():
             server, handle = balancer.acquire_server(request_id=f"{n}-{p}", prompt_ids=prompt)
             assert first.setdefault(p, server) == server and handle == server.upper(), (n, p, server)
     assert first[0] != first[1], first  # the second prompt found the other server idle
+
+
+class _FakeStandaloneWorker:
+    """What ``__ray_call__`` runs the function in for separate_async: verl's ``CheckpointEngineWorker``, whose
+    ``server_adapter`` is the hf adapter built without a device mesh (no actor in the process)."""
+
+    def __init__(self, hf_config):
+        from types import SimpleNamespace
+
+        adapter = hf_worker.HFServerAdapter.__new__(hf_worker.HFServerAdapter)
+        adapter.global_steps, adapter.sleeping, adapter.module_copy, adapter.standalone = 0, False, None, True
+        adapter.model_config = SimpleNamespace(hf_config=hf_config, generation_config=None, tokenizer=None)
+        self.server_adapter = adapter
+        outer = self
+
+        class _Call:
+            def remote(self, fn, *args):
+                fut = asyncio.get_running_loop().create_future()
+                fut.set_result(fn(outer, *args))
+                return fut
+
+        self.__ray_call__ = _Call()
+
+
+def test_a_standalone_replica_generates_with_the_weights_the_checkpoint_engine_sent(tiny_lm, monkeypatch):
+    """separate_async: no weights before the first sync; the engine's asynchronous (name, tensor) stream loads a copy
+    (the version with it), and the server then samples exactly what the actor's own module would."""
+    monkeypatch.setattr(hf_server, "BATCH_WAIT_S", 0.01)
+    worker = _FakeStandaloneWorker(tiny_lm.config)
+    eos, pad = hf_worker.special_ids_on_worker(worker)  # the server starts before any weights: config ids only
+    assert eos == sorted(set(hf_worker._as_id_list(tiny_lm.config.eos_token_id)))
+    with pytest.raises(RuntimeError, match="no weights received yet"):
+        hf_worker.generate_on_worker(worker, [PROMPTS[0]], [3], SamplingParams(), NO_EOS, 0)
+
+    async def stream():  # as GlooCheckpointEngine.receive_weights yields them
+        for name, tensor in tiny_lm.state_dict().items():
+            yield name, tensor.clone()
+
+    adapter = worker.server_adapter
+    asyncio.run(adapter.update_weights(stream(), global_steps=4))
+    assert adapter.global_steps == 4 and adapter.module_copy is not tiny_lm
+    assert all(torch.equal(a, b) for a, b in zip(adapter.module_copy.state_dict().values(),
+                                                  tiny_lm.state_dict().values()))
+    standalone, _ = _serve_with(worker, seed=42)
+    hybrid, _ = _serve_with(_FakeActorProcess(tiny_lm, global_steps=4), seed=42)
+    assert [o.token_ids for o in standalone] == [o.token_ids for o in hybrid]
+    assert all(o.extra_fields["global_steps"] == 4 for o in standalone)
+
+
+def _serve_with(process, *, seed):
+    server = hf_server._HFServerImpl(process, response_length=4, prompt_length=8, eos_token_ids=NO_EOS,
+                                      pad_token_id=0, seed=seed)
+
+    async def main():
+        return await asyncio.gather(*[server.generate(prompt_ids=p, sampling_params={"temperature": 1.0})
+                                      for p in PROMPTS])
+
+    return asyncio.run(main()), server
