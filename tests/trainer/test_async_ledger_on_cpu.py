@@ -118,7 +118,7 @@ def _config(mode: str, threshold: int, warmup: float, selector: str, strategy: s
                            "colocate_async": {"num_warmup_batches": warmup}, "sync": {}}},
         "selector": {"name": selector}, "allocator": {"name": "coba"},
         "rollout_filter": rollout_filter or {"name": "drop_degenerate"},
-        "data_selection": {"rollout_budget": BATCH * N, "prefilters": []},
+        "data_selection": {"rollout_budget": BATCH * N, "prefilters": [], "sample_poll_interval": 0.2},
     })
 
 
@@ -139,6 +139,7 @@ class Run:
         trainer.replay_store = replay.ReplayStore()  # set after verl's constructor
         trainer.eviction_bias.reference = dict(enumerate(p.tolist()))  # data_selection.difficulty_column
         trainer.replay_buffer = trainer._build_replay_buffer()
+        assert trainer.replay_buffer.poll_interval == 0.2  # data_selection.sample_poll_interval, not verl's fixed 2 s
         trainer.replay_buffer.poll_interval = 0.0
         self.world = World(world_seed, duration, p, lambda uid: int(trainer.ledger.peek([uid], 0).step[0]))
         trainer.agent_loop_manager = self.world

@@ -197,7 +197,9 @@ class DataSelectionMixin:
         # prompt payloads) and reads trainer.v1.<mode> (TB:130); TB:129 just read our name: report verl's from here on
         self.trainer_mode = self.VERL_MODE
         self.parameter_sync_step = self.config.trainer.v1.get(self.trainer_mode, {}).get("parameter_sync_step", 1)
-        return reporting(super()._build_replay_buffer(), self._on_evicted, self.ledger.submission_rank)
+        buffer = reporting(super()._build_replay_buffer(), self._on_evicted, self.ledger.submission_rank)
+        buffer.poll_interval = float(self.config.data_selection.get("sample_poll_interval", buffer.poll_interval))
+        return buffer
 
     def _init_dataloader(self):
         super()._init_dataloader()
