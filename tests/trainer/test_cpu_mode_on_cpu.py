@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from verl_ext.cpu import (
+    COMPUTE_PROCESSES_ENV,
     ENV_PREFIX,
     PLUGIN_MODULE,
     PRECISION_ENV,
@@ -126,13 +127,32 @@ def test_separate_async_gets_the_cpu_checkpoint_engine_and_logical_gpus_for_its_
     sync = compose_recipe(*base)
     assert separate_async_settings(sync) == [] and sync.actor_rollout_ref.rollout.checkpoint_engine.backend == "naive"
     cfg = compose_recipe(*base, "+async=separate", "actor_rollout_ref.rollout.n_gpus_per_node=2")
-    assert len(separate_async_settings(cfg)) == 2
+    assert len(separate_async_settings(cfg)) == 3
+    assert cfg.ray_kwargs.ray_init.runtime_env.env_vars[COMPUTE_PROCESSES_ENV] == "3"  # 1 training + 2 rollout ranks
     engine = cfg.actor_rollout_ref.rollout.checkpoint_engine
     assert (engine.backend, engine.custom_backend_module) == ("gloo", "verl_ext.cpu.checkpoint_engine")
     assert cfg.ray_kwargs.ray_init.num_gpus == 3  # one training rank, two rollout ranks
     assert separate_async_settings(cfg) == []  # applied once
     joined = compose_recipe(*base, "+async=separate", "++ray_kwargs.ray_init.num_gpus=null")
-    assert len(separate_async_settings(joined)) == 1 and joined.ray_kwargs.ray_init.num_gpus is None  # nodes declare
+    assert len(separate_async_settings(joined)) == 2 and joined.ray_kwargs.ray_init.num_gpus is None  # nodes declare
+
+
+def test_processes_computing_at_once_split_the_cores(monkeypatch):
+    import torch
+
+    from verl_ext.cpu.shims import _share_cores
+
+    threads = torch.get_num_threads()
+    monkeypatch.setenv("OMP_NUM_THREADS", "4")
+    try:
+        monkeypatch.setenv(COMPUTE_PROCESSES_ENV, "2")  # separate_async: the trainer rank and a rollout rank
+        _share_cores(1)
+        assert torch.get_num_threads() == 2
+        monkeypatch.delenv(COMPUTE_PROCESSES_ENV)
+        _share_cores(4)  # four actor ranks on the host
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(threads)
 
 
 def test_ray_address_joins_a_cluster_whose_nodes_bring_resources_and_threads():

@@ -265,13 +265,16 @@ def cpu_overrides(
 
 
 CHECKPOINT_ENGINE_MODULE = "verl_ext.cpu.checkpoint_engine"  # registers checkpoint engine "gloo"
+COMPUTE_PROCESSES_ENV = "VERL_EXT_COMPUTE_PROCESSES_PER_HOST"  # read by verl_ext.cpu.shims._share_cores
 
 
 def separate_async_settings(config) -> list[str]:
     """CPU mode, verl's ``separate_async`` (ours or verl's, read from ``trainer.v1.trainer_mode``): its standalone
-    rollout pool needs a checkpoint engine that runs without GPUs and logical Ray GPUs of its own. Sets, on the composed
-    config, a GPU engine (``nccl``, the recipes' ``+async=separate``) to :mod:`verl_ext.cpu.checkpoint_engine`'s
-    ``gloo`` and, for a private Ray instance, ``ray_init.num_gpus`` to the trainer's plus the rollout pool's ranks.
+    rollout pool needs a checkpoint engine that runs without GPUs and logical Ray GPUs of its own, and it trains while
+    the pool generates. Sets, on the composed config, a GPU engine (``nccl``, the recipes' ``+async=separate``) to
+    :mod:`verl_ext.cpu.checkpoint_engine`'s ``gloo``; the workers' :data:`COMPUTE_PROCESSES_ENV` to the training plus
+    rollout ranks per node, among which each process's torch threads split the cores; and, for a private Ray instance,
+    ``ray_init.num_gpus`` to the trainer's plus the rollout pool's ranks.
     Returns what it changed, one line each (``python -m verl_ext.main`` prints them)."""
     from omegaconf import open_dict
 
@@ -284,6 +287,16 @@ def separate_async_settings(config) -> list[str]:
         if engine.backend in GPU_CHECKPOINT_ENGINES:
             changes.append(f"rollout.checkpoint_engine.backend {engine.backend} -> gloo ({CHECKPOINT_ENGINE_MODULE})")
             engine.backend, engine.custom_backend_module = "gloo", CHECKPOINT_ENGINE_MODULE
+        processes = int(trainer.n_gpus_per_node) + int(rollout.n_gpus_per_node)
+        if ray_init.get("runtime_env") is None:
+            ray_init.runtime_env = {}
+        if ray_init.runtime_env.get("env_vars") is None:
+            ray_init.runtime_env.env_vars = {}
+        env_vars = ray_init.runtime_env.env_vars
+        if str(env_vars.get(COMPUTE_PROCESSES_ENV)) != str(processes):
+            changes.append(f"{COMPUTE_PROCESSES_ENV}={processes} in the workers (training and rollout ranks split the "
+                           "cores)")
+            env_vars[COMPUTE_PROCESSES_ENV] = str(processes)
         if ray_init.get("num_gpus") is not None:
             need = int(trainer.nnodes) * int(trainer.n_gpus_per_node) + int(rollout.nnodes) * int(rollout.n_gpus_per_node)
             if int(ray_init.num_gpus) < need:

@@ -142,9 +142,15 @@ def _patch_distributed(vdist) -> None:
 
 
 def _share_cores(ranks_on_host: int) -> None:
-    """Split the host's cores between the actor ranks on it (``OMP_NUM_THREADS`` is per process)."""
+    """Split the host's cores between the processes computing on it at once (``OMP_NUM_THREADS`` is per process): the
+    actor ranks, or with ``separate_async``'s standalone rollout pool those and the rollout ranks
+    (``VERL_EXT_COMPUTE_PROCESSES_PER_HOST``; otherwise both run every core's threads and OpenMP's spinning slows
+    both)."""
     import torch
 
+    from verl_ext.cpu import COMPUTE_PROCESSES_ENV  # set by verl_ext.cpu.separate_async_settings
+
+    ranks_on_host = max(ranks_on_host, int(os.environ.get(COMPUTE_PROCESSES_ENV) or 1))
     if ranks_on_host > 1:
         cores = int(os.environ.get("OMP_NUM_THREADS") or os.cpu_count() or 1)
         torch.set_num_threads(max(1, cores // ranks_on_host))
