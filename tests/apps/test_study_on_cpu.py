@@ -21,11 +21,16 @@ from verl_ext.apps import demo, study
 def test_the_registry_names_each_method_once_and_refuses_unknown_names():
     assert study.METHODS["uniform"] == ("selector=uniform", "allocator=fixed")
     assert study.METHODS["bots+coba"] == demo.METHOD
-    assert set(study.METHODS) == {"uniform", "bots+coba", "bots+coba_rho0.1", "coba", "knapsack", "cbs", "dots"}
+    assert "selector.adaptive_implicit_weight=true" in demo.METHOD and study.METHODS["bots+coba_fixed_rho"] == tuple(
+        o for o in demo.METHOD if "adaptive" not in o)  # the same method with ρ fixed
+    assert study.METHODS["bots+coba_rho0.1"][:2] == ("selector=bots", "selector.implicit_weight=0.1")
+    assert set(study.METHODS) == {"uniform", "bots+coba", "bots+coba_fixed_rho", "bots+coba_rho0.1", "coba", "knapsack",
+                                  "cbs", "dots"}
     got = study.parse_methods("uniform, knapsack,mine=selector=bots,allocator=coba,allocator.max_n=8")
     assert list(got) == ["uniform", "knapsack", "mine"]
     assert got["mine"] == ("selector=bots", "allocator=coba", "allocator.max_n=8")
-    with pytest.raises(ValueError, match="unknown method 'bots'; known: uniform, bots\\+coba, bots\\+coba_rho0.1, coba"):
+    with pytest.raises(ValueError, match="unknown method 'bots'; known: uniform, bots\\+coba, bots\\+coba_fixed_rho, "
+                                         "bots\\+coba_rho0.1, coba"):
         study.parse_methods("uniform,bots")
     with pytest.raises(ValueError, match="follows no custom method"):
         study.parse_methods("uniform,allocator=coba")

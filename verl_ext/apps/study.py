@@ -36,8 +36,9 @@ BASELINE = "uniform"
 # only when a method names them)
 METHODS: dict[str, tuple[str, ...]] = {
     "uniform": ("selector=uniform", "allocator=fixed"),
-    "bots+coba": demo.METHOD,  # implicit_weight 0.5
-    "bots+coba_rho0.1": ("selector=bots", "selector.implicit_weight=0.1", *demo.METHOD[2:]),  # the authors' default
+    "bots+coba": demo.METHOD,  # implicit_weight 0.5, adaptive (halved when the implicit estimates miss)
+    "bots+coba_fixed_rho": demo.FIXED_RHO,  # implicit_weight 0.5 throughout
+    "bots+coba_rho0.1": ("selector=bots", "selector.implicit_weight=0.1", *demo.METHOD[3:]),  # the authors' default
     # CoBA-RL alone, the demo's bounds; unseen tasks count as p = 0.5, so the first pass over the pool is uniform
     "coba": ("selector=uniform", "allocator=coba", "allocator.min_n=3", "allocator.max_n=8"),
     # min_seen 4: a task's p is trusted after one visit of budget / tasks rollouts (default 8: never within 10 steps)

@@ -40,10 +40,15 @@ def test_a_deeper_queue_trains_later_and_evicts_the_slow_hard_groups_first():
     assert np.mean(overlapping["lag_mean"]) > 0
 
 
-def test_a_component_without_a_stale_evidence_rule_is_refused():
-    with pytest.raises(ValueError, match="no rule for stale evidence"):
+def test_what_the_async_simulation_cannot_model_is_refused(monkeypatch):
+    from verl_ext.axes.bots import BotsSelector
+
+    with pytest.raises(ValueError, match="does not expire them"):  # replayed rows: the trainer expires them
         staleness.run_async(SC, Setting("cbs", rollout_filter={"name": "cbs"}), 0, depth=1)
     staleness.run_async(SC, Setting("cbs", rollout_filter={"name": "cbs"}), 0, depth=0)  # synchronous: fine
+    monkeypatch.setattr(BotsSelector, "stale_evidence", None)
+    with pytest.raises(ValueError, match="no rule for stale evidence"):
+        staleness.run_async(SC, Setting("bots", {"name": "bots"}), 0, depth=1)
 
 
 def test_the_study_writes_its_table_json_and_plot(tmp_path):

@@ -66,6 +66,9 @@ def run_async(scenario: Scenario, setting: Setting, seed: int, depth: int, thres
         if depth and component.stale_evidence is None:
             raise ValueError(f"{type(component).__name__} states no rule for stale evidence: the trainer refuses it "
                              "in asynchronous modes (verl_ext/trainer/startup_checks.py)")
+    if depth and r.rollout_filter.replays:  # the trainer expires them (ReplayStore.expired); not modelled here
+        raise ValueError(f"{type(r.rollout_filter).__name__} replays rows: the simulator's asynchronous mode does not "
+                         "expire them beyond the off-policy threshold as the trainer does; run it at depth 0")
     threshold = depth + 1 if threshold is None else threshold
     pending: list[_Group] = []
     submitted, evicted, lags = np.zeros(len(BUCKETS), np.int64), np.zeros(len(BUCKETS), np.int64), []
