@@ -37,7 +37,8 @@ from verl_ext.version_check import check_verl_version
 TASK = "arithmetic_easy"
 WARM_START_STEPS = 12  # x 16 worked answers: held-out accuracy ~0.2, half the tasks inside (0, 1)
 # implicit_weight 0.5, halved whenever the batch's implicit estimates miss its pass rates by 0.25 on average (BOTS's
-# adaptive ρ, App. E.4.2; off by default in the paper and the authors' code) [decision, measured]: on the 48-task pool
+# self-adaptive ρ, App. E.4.2; the halving rule [authors' code: modelscope/Trinity-RFT trinity/buffer/selector/
+# diff_estimator.py, InterpolationBetaPREstimator, off by default]) [decision, measured]: on the 48-task pool
 # over 10 steps, 10 seeds, the implicit evidence places first visits (0.1, the authors' default, spent most picks on
 # unvisited tasks) and then fades as the policy learns the tasks it trains on, which fixed ρ 0.5 kept pulling back
 # towards 0.5: the selected tasks' pass rate stayed within 0.13 of 0.5 from step 3 and ETR rose above uniform's,

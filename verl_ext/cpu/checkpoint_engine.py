@@ -13,7 +13,7 @@ consume their weight generator (it all-gathers FSDP shards, so every rank must i
 in a thread, off the workers' event loops.
 
 In CPU mode (``VERL_PLATFORM=cpu``) ``python -m verl_ext.main`` selects it for ``separate_async``
-(:func:`verl_ext.cpu.separate_async_overrides`); by hand::
+(:func:`verl_ext.cpu.separate_async_settings`); by hand::
 
     actor_rollout_ref.rollout.checkpoint_engine.backend=gloo \\
     actor_rollout_ref.rollout.checkpoint_engine.custom_backend_module=verl_ext.cpu.checkpoint_engine
