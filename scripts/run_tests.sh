@@ -1,24 +1,27 @@
 #!/usr/bin/env bash
-# `make test`: three things side by side on a 2-core machine.
-#   1. the e2e modules (Ray, vLLM, training runs; one at a time, in one pytest process), those marked `vllm` last;
-#   2. all other tests (a second pytest process, `make test-fast`'s selection);
-#   3. the vLLM environment (VLLM_ENV_BUILD, e.g. `make vllm-env`: ~2.5 min on a fresh machine, nothing once built),
-#      which only the `vllm` modules need.
-# A trainer run keeps ~1.3 of the 2 cores busy on average (Ray and worker start-up is mostly one process importing at
-# a time), so the other tests and the build fill the gap, at a lower priority (nice 10: the e2e part is the longest
-# path; run beside it at the same priority, the first e2e module took 325 s instead of 122). No test outside e2e starts
-# Ray or vLLM, so two clusters never run at once. The other tests compute on one thread (OMP_NUM_THREADS=1: their tensors are tiny, and OpenMP threads
-# spinning on cores the trainer's processes need slow both). Their output is printed after the e2e part; the exit
-# status is non-zero when any part fails (pytest's 5, nothing selected, counts as passed: `-k` may leave a part empty).
+# `make test`: two lanes and a build side by side on a 2-core machine.
+#   lane 1: the e2e modules (Ray, vLLM, training runs; one at a time, in one pytest process), those marked `vllm` last;
+#   lane 2: all tests outside e2e (`make test-fast`'s selection), then the e2e modules marked `beside`;
+#   build:  the vLLM environment (VLLM_ENV_BUILD, e.g. `make vllm-env`: ~2.5 min on a fresh machine, nothing once
+#           built), which only the `vllm` modules need.
+# A trainer run keeps ~1.1 of the 2 cores busy while it starts (~40 s a run: verl's processes start and import one
+# after another) and both while it trains, so lane 2 and the build fill the gaps, at a lower priority (nice 10: lane 1
+# ends with the `vllm` modules and is the longest path; run beside it at the same priority, the first e2e module took
+# 325 s instead of 122). Two 3-step runs side by side took 90 s (nice 0) and 108 s (nice 10) against 72 s alone.
+# The tests outside e2e compute on one thread (OMP_NUM_THREADS=1: their tensors are tiny, and OpenMP threads spinning
+# on cores the trainer's processes need slow both). Every Ray cluster is private (its own ports and session), so a
+# lane-2 run and a lane-1 run do not meet. Lane 2's output is printed after lane 1's; the exit status is non-zero when
+# any part fails (pytest's 5, nothing selected, counts as passed: `-k` may leave a part empty).
 #   PYTHON=.venv/bin/python VLLM_ENV_BUILD="make vllm-env" bash scripts/run_tests.sh [pytest arguments for every part]
 set -euo pipefail
 PYTHON="${PYTHON:-python}"
-other_log="$(mktemp -t verl_ext_tests.XXXXXX)"
+lane2_log="$(mktemp -t verl_ext_tests.XXXXXX)"
+lane2_status="$(mktemp -t verl_ext_tests_status.XXXXXX)"
 build_log="$(mktemp -t verl_ext_vllm_env.XXXXXX)"
-other="" build=""
+lane2="" build=""
 cleanup() {
-  for pid in $other $build; do kill "$pid" 2>/dev/null || true; done
-  rm -f "$other_log" "$build_log"
+  for pid in $lane2 $build; do kill -- "-$pid" 2>/dev/null || kill "$pid" 2>/dev/null || true; done
+  rm -f "$lane2_log" "$lane2_status" "$build_log"
 }
 trap cleanup EXIT
 
@@ -28,11 +31,21 @@ if [[ -n "${VLLM_ENV_BUILD:-}" ]]; then
   nice -n 10 bash -c "$VLLM_ENV_BUILD" >"$build_log" 2>&1 &
   build=$!
 fi
-OMP_NUM_THREADS=1 nice -n 10 "$PYTHON" -m pytest tests -m "not e2e" -p no:cacheprovider "$@" >"$other_log" 2>&1 &
-other=$!
+# lane 2 in its own process group (set -m), so that the clean-up ends whatever it started
+set -m
+LANE2_STATUS="$lane2_status" nice -n 10 bash -c '
+  rest=0 beside=0
+  echo "==================== the tests outside e2e ===================="
+  OMP_NUM_THREADS=1 "$0" -m pytest tests -m "not e2e" -p no:cacheprovider "$@" || rest=$?
+  echo "==================== the e2e modules marked beside ===================="
+  "$0" -m pytest tests -m "e2e and beside" -p no:cacheprovider "$@" || beside=$?
+  echo "$rest $beside" >"$LANE2_STATUS"
+' "$PYTHON" "$@" >"$lane2_log" 2>&1 &
+lane2=$!
+set +m
 
 e2e=0
-"$PYTHON" -m pytest tests -m "e2e and not vllm" "$@" || e2e=$?
+"$PYTHON" -m pytest tests -m "e2e and not vllm and not beside" "$@" || e2e=$?
 env_built=0
 if [[ -n "$build" ]]; then
   wait "$build" || env_built=$?
@@ -49,10 +62,10 @@ if (( env_built == 0 )); then
   VERL_EXT_REQUIRE_VLLM=1 "$PYTHON" -m pytest tests -m "e2e and vllm" -p no:cacheprovider "$@" || vllm=$?
 fi
 
-rest=0
-wait "$other" || rest=$?
-other=""
-echo "==================== the other tests (run beside the e2e ones) ===================="
-cat "$other_log"
-echo "e2e part: exit $e2e; vllm part: exit $vllm; other tests: exit $rest"
-passed "$e2e" && passed "$vllm" && passed "$rest"
+wait "$lane2" || true
+lane2=""
+echo "==================== lane 2 (run beside lane 1) ===================="
+cat "$lane2_log"
+read -r rest beside <"$lane2_status" || { rest=1; beside=1; }
+echo "e2e lane 1: exit $e2e; vllm part: exit $vllm; tests outside e2e: exit $rest; e2e lane 2 (beside): exit $beside"
+passed "$e2e" && passed "$vllm" && passed "$rest" && passed "$beside"

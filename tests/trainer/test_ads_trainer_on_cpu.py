@@ -35,7 +35,7 @@ from verl_ext.axes import StepResults, TaskPool, build_selector
 from verl_ext.trainer import records
 from verl_ext.trainer.generation_length import AGENT_LOOP
 
-pytestmark = pytest.mark.e2e  # starts Ray, vLLM or a training run: `make test-fast` leaves it out
+pytestmark = [pytest.mark.e2e, pytest.mark.beside]  # a training run, in make test's second lane
 
 STEPS, SEED, N, TASKS = 3, 2, 4, 6
 TRAIN_LENGTH, VAL_LENGTH = 8, 32  # the ADS run trains at 8 tokens and validates at 32 (the recipes: 8,192 / 14,336)

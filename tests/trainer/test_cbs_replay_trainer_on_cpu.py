@@ -26,7 +26,7 @@ from verl_ext.axes.views import ROLLOUT_ID_STRIDE
 from verl_ext.trainer import records
 from verl_ext.trainer.replay import FILE as STORE_FILE
 
-pytestmark = pytest.mark.e2e  # starts Ray, vLLM or a training run: `make test-fast` leaves it out
+pytestmark = [pytest.mark.e2e, pytest.mark.beside]  # a training run, in make test's second lane
 
 STEPS, STOP, ROLLOUTS = 4, 2, 16
 FILTER = {"name": "cbs", "buffer_size": 24, "batch_size": 8, "warmup": 0, "epsilon0": 0.5, "epsilon_min": 0.5,

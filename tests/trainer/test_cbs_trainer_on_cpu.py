@@ -17,7 +17,7 @@ from tests.trainer.scenario import common_overrides, run, write_scenario
 from verl_ext.axes import RolloutView, build_filter
 from verl_ext.trainer import records
 
-pytestmark = pytest.mark.e2e  # starts Ray, vLLM or a training run: `make test-fast` leaves it out
+pytestmark = [pytest.mark.e2e, pytest.mark.beside]  # a training run, in make test's second lane
 
 STEPS, SEED = 3, 1
 FILTER = {"name": "cbs_star", "keep_fraction": 0.3, "warmup": 1, "epsilon0": 0.5, "epsilon_decay": 0.1, "lr": 1e-2,

@@ -12,7 +12,7 @@ from pathlib import Path
 from tests.trainer.scenario import REWARD, common_overrides, hf_weights, model_path, run
 from verl_ext.trainer import records
 
-pytestmark = pytest.mark.e2e  # starts Ray, vLLM or a training run: `make test-fast` leaves it out
+pytestmark = [pytest.mark.e2e, pytest.mark.beside]  # a training run, in make test's second lane
 
 ROWS = [(200, "coin", 0), (201, "easy", 1), (202, "easy", 2), (203, "hard", 3)]  # index, kind, rank
 
