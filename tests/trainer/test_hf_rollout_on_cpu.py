@@ -419,6 +419,51 @@ def test_the_cpu_preset_routes_every_request_of_a_prompt_to_one_server():
     assert first[0] != first[1], first  # the second prompt found the other server idle
 
 
+def test_the_balancer_keeps_verls_protocol_and_its_counts():
+    """Every method of verl's ``RequestLoadBalancer`` protocol, with verl's parameter names; in-flight counts follow
+    acquire / release, a removed server's prompts move to a remaining one, a cleared cache forgets the prompts."""
+    import inspect
+
+    from verl.workers.rollout.router import RequestLoadBalancer
+
+    from verl_ext.cpu.hf_router import PromptLoadBalancer
+
+    wanted = {n for n in vars(RequestLoadBalancer) if not n.startswith("_")}
+    assert wanted and wanted <= set(vars(PromptLoadBalancer))
+    for name in wanted - {"acquire_server"}:  # acquire: verl's **extra is our declared prompt_ids
+        ours, theirs = inspect.signature(getattr(PromptLoadBalancer, name)), inspect.signature(
+            getattr(RequestLoadBalancer, name))
+        assert list(ours.parameters) == list(theirs.parameters), name
+    balancer = PromptLoadBalancer({"a": "A", "b": "B"})
+    assert balancer.acquire_server("r0", prompt_ids=PROMPTS[0])[0] == "a"
+    assert balancer.acquire_server("r1", prompt_ids=PROMPTS[1])[0] == "b"
+    assert balancer.acquire_server("r2", prompt_ids=PROMPTS[0])[0] == "a"
+    assert balancer.get_status()["servers"] == {"a": 2, "b": 1} and balancer.get_total_inflight() == 3
+    balancer.release_server("a", "r0")
+    balancer.release_server("gone", "r9")  # an unknown server is ignored
+    assert balancer.get_status()["servers"] == {"a": 1, "b": 1}
+    balancer.remove_servers(["a"])
+    assert balancer.get_all_servers() == ["b"] and balancer.acquire_server("r3", prompt_ids=PROMPTS[0])[0] == "b"
+    balancer.add_servers({"c": "C"})
+    assert balancer.clear_sticky_cache()["cleared_entries"] == 2
+    assert balancer.acquire_server("r4", prompt_ids=PROMPTS[1])[0] == "c"  # forgotten: the least busy server
+    balancer.remove_servers(["b", "c"])
+    with pytest.raises(RuntimeError, match="no rollout server"):
+        balancer.acquire_server("r5", prompt_ids=PROMPTS[2])
+
+
+def test_the_router_process_imports_neither_torch_nor_verl():
+    """What makes its Ray process start in about half a second: loading the balancer (as Ray does, by module) pulls
+    in no torch, transformers or verl."""
+    import subprocess
+    import sys
+
+    code = ("import sys, verl_ext.cpu.hf_router; "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'transformers', 'verl'}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr[-2000:]
+
+
 class _FakeStandaloneWorker:
     """What ``__ray_call__`` runs the function in for separate_async: verl's ``CheckpointEngineWorker``, whose
     ``server_adapter`` is the hf adapter built without a device mesh (no actor in the process)."""
