@@ -55,8 +55,8 @@ check-gpu:
 demo: $(STAMP)
 	$(PY) -m verl_ext.apps.demo
 
-# The e2e modules, the other tests and the vLLM environment (built when missing: the modules marked `vllm` train
-# through verl's vLLM rollout and run last) side by side (scripts/run_tests.sh says why); PYTEST_ARGS go to each part.
+# Two lanes side by side: the e2e modules; the vLLM environment's build (when missing) beside the other tests, then the
+# e2e modules marked `beside` and `vllm` (scripts/run_tests.sh says why); PYTEST_ARGS go to each part.
 test: $(STAMP) $(GPU_WHEELHOUSE_STAMP)
 	PYTHON=$(PY) VLLM_ENV_BUILD="$(MAKE) --no-print-directory vllm-env" bash scripts/run_tests.sh $(PYTEST_ARGS)
 
