@@ -1,15 +1,14 @@
 #!/usr/bin/env bash
 # `make test`: two lanes side by side on a 2-core machine.
-#   lane 1: the e2e modules not marked `beside` (Ray, training runs; one at a time, in one pytest process), the
-#           progress chain first;
+#   lane 1: the e2e modules not marked `beside` (Ray, training runs; one at a time, in one pytest process);
 #   lane 2: the vLLM environment's build (VLLM_ENV_BUILD, e.g. `make vllm-env`: ~2.5 min on a fresh machine, nothing
 #           once built) beside all tests outside e2e (`make test-fast`'s selection), then the e2e modules marked
 #           `beside`, then those marked `vllm` (they need that environment).
 # Measured on a 2-core machine (issue 35): a trainer run keeps ~1.1 of the 2 cores busy while it starts (~40 s a run:
 # verl's processes start and import one after another) and both while it trains. Beside the tests outside e2e (one
-# thread each, nice 10) the lane-1 modules ran as fast as alone; two trainer lanes side by side each ran ~1.5x slower
-# than alone (~1.33x the throughput of one lane), and the SFT inside the progress chain 2.4x, hence first, while lane 2
-# runs the light tests. Lane 2 runs at nice 10 (at the same priority the first e2e module took 325 s instead of 122).
+# thread each, nice 10) the lane-1 modules ran about as fast as alone; two trainer lanes side by side each ran ~1.5x
+# slower than alone (~1.33x the throughput of one lane; the progress chain's SFT runs 2.4x slower). Lane 2 runs at
+# nice 10 (at the same priority the first e2e module took 325 s instead of 122).
 # The tests outside e2e compute on one thread (OMP_NUM_THREADS=1: their tensors are tiny, and OpenMP threads spinning
 # on cores the trainer's processes need slow both). Every Ray cluster is private (its own ports and session), so runs
 # of the two lanes do not meet. Lane 2's output is printed after lane 1's; the exit status is non-zero when any part
@@ -17,7 +16,6 @@
 #   PYTHON=.venv/bin/python VLLM_ENV_BUILD="make vllm-env" bash scripts/run_tests.sh [pytest arguments for every part]
 set -euo pipefail
 PYTHON="${PYTHON:-python}"
-FIRST=tests/trainer/test_progress_chain_on_cpu.py
 lane2_log="$(mktemp -t verl_ext_tests.XXXXXX)"
 lane2_status="$(mktemp -t verl_ext_tests_status.XXXXXX)"
 lane2=""
@@ -63,10 +61,8 @@ LANE2_STATUS="$lane2_status" VLLM_ENV_BUILD="${VLLM_ENV_BUILD:-}" nice -n 10 bas
 lane2=$!
 set +m
 
-e2e=0 first=0
-"$PYTHON" -m pytest "$FIRST" -p no:cacheprovider "$@" || first=$?
-"$PYTHON" -m pytest tests --ignore="$FIRST" -m "e2e and not vllm and not beside" "$@" || e2e=$?
-passed "$first" || e2e=$first
+e2e=0
+"$PYTHON" -m pytest tests -m "e2e and not vllm and not beside" "$@" || e2e=$?
 
 wait "$lane2" || true
 lane2=""
