@@ -55,8 +55,9 @@ check-gpu:
 demo: $(STAMP)
 	$(PY) -m verl_ext.apps.demo
 
-# Two lanes side by side: the e2e modules; the vLLM environment's build (when missing) beside the other tests, then the
-# e2e modules marked `beside` and `vllm` (scripts/run_tests.sh says why); PYTEST_ARGS go to each part.
+# Two lanes and a build side by side: the e2e modules, then those marked `vllm` (they train through verl's vLLM rollout);
+# the other tests, then the e2e modules marked `beside`; the vLLM environment, built when missing
+# (scripts/run_tests.sh says why); PYTEST_ARGS go to each part.
 test: $(STAMP) $(GPU_WHEELHOUSE_STAMP)
 	PYTHON=$(PY) VLLM_ENV_BUILD="$(MAKE) --no-print-directory vllm-env" bash scripts/run_tests.sh $(PYTEST_ARGS)
 

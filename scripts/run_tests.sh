@@ -1,73 +1,74 @@
 #!/usr/bin/env bash
-# `make test`: two lanes side by side on a 2-core machine.
-#   lane 1: the e2e modules not marked `beside` (Ray, training runs; one at a time, in one pytest process);
-#   lane 2: the vLLM environment's build (VLLM_ENV_BUILD, e.g. `make vllm-env`: ~2.5 min on a fresh machine, nothing
-#           once built) beside all tests outside e2e (`make test-fast`'s selection), then the e2e modules marked
-#           `beside`, then those marked `vllm` (they need that environment).
-# Measured on a 2-core machine (issue 35): a trainer run keeps ~1.1 of the 2 cores busy while it starts (~40 s a run:
-# verl's processes start and import one after another) and both while it trains. Beside the tests outside e2e (one
-# thread each, nice 10) the lane-1 modules ran about as fast as alone; two trainer lanes side by side each ran ~1.5x
-# slower than alone (~1.33x the throughput of one lane; the progress chain's SFT runs 2.4x slower). Lane 2 runs at
-# nice 10 (at the same priority the first e2e module took 325 s instead of 122).
+# `make test`: two lanes and a build side by side on a 2-core machine.
+#   lane 1: the e2e modules (Ray, vLLM, training runs; one at a time, in one pytest process), those marked `vllm` last;
+#   lane 2: all tests outside e2e (`make test-fast`'s selection), then the e2e modules marked `beside`;
+#   build:  the vLLM environment (VLLM_ENV_BUILD, e.g. `make vllm-env`: ~2.5 min on a fresh machine, nothing once
+#           built), which only the `vllm` modules need.
+# A trainer run keeps ~1.1 of the 2 cores busy while it starts (~40 s a run: verl's processes start and import one
+# after another) and both while it trains, so lane 2 and the build fill the gaps, at a lower priority (nice 10: lane 1
+# ends with the `vllm` modules and is the longest path; run beside it at the same priority, the first e2e module took
+# 325 s instead of 122). Two 3-step runs side by side took 90 s (nice 0) and 108 s (nice 10) against 72 s alone; beside
+# the light tests a lane-1 module runs about as fast as alone, beside a lane-2 trainer run ~1.5x slower (the progress
+# chain's SFT 2.4x). This split measured 32:04 from a fresh clone against 34:31 with one e2e lane; moving the vllm module
+# to lane 2 and default-vs-stock to lane 1 measured 34:37 (tests/README.md).
 # The tests outside e2e compute on one thread (OMP_NUM_THREADS=1: their tensors are tiny, and OpenMP threads spinning
-# on cores the trainer's processes need slow both). Every Ray cluster is private (its own ports and session), so runs
-# of the two lanes do not meet. Lane 2's output is printed after lane 1's; the exit status is non-zero when any part
-# fails (pytest's 5, nothing selected, counts as passed: `-k` may leave a part empty).
+# on cores the trainer's processes need slow both). Every Ray cluster is private (its own ports and session), so a
+# lane-2 run and a lane-1 run do not meet. Lane 2's output is printed after lane 1's; the exit status is non-zero when
+# any part fails (pytest's 5, nothing selected, counts as passed: `-k` may leave a part empty).
 #   PYTHON=.venv/bin/python VLLM_ENV_BUILD="make vllm-env" bash scripts/run_tests.sh [pytest arguments for every part]
 set -euo pipefail
 PYTHON="${PYTHON:-python}"
 lane2_log="$(mktemp -t verl_ext_tests.XXXXXX)"
 lane2_status="$(mktemp -t verl_ext_tests_status.XXXXXX)"
-lane2=""
+build_log="$(mktemp -t verl_ext_vllm_env.XXXXXX)"
+lane2="" build=""
 cleanup() {
-  [[ -n "$lane2" ]] && { kill -- "-$lane2" 2>/dev/null || kill "$lane2" 2>/dev/null || true; }
-  rm -f "$lane2_log" "$lane2_status"
+  for pid in $lane2 $build; do kill -- "-$pid" 2>/dev/null || kill "$pid" 2>/dev/null || true; done
+  rm -f "$lane2_log" "$lane2_status" "$build_log"
 }
 trap cleanup EXIT
 
 passed() { (( $1 == 0 || $1 == 5 )); }
 
+if [[ -n "${VLLM_ENV_BUILD:-}" ]]; then
+  nice -n 10 bash -c "$VLLM_ENV_BUILD" >"$build_log" 2>&1 &
+  build=$!
+fi
 # lane 2 in its own process group (set -m), so that the clean-up ends whatever it started
 set -m
-LANE2_STATUS="$lane2_status" VLLM_ENV_BUILD="${VLLM_ENV_BUILD:-}" nice -n 10 bash -c '
-  set -u
-  build="" rest=0 beside=0 vllm=0 built=0
-  build_log="$(mktemp -t verl_ext_vllm_env.XXXXXX)"
-  if [[ -n "$VLLM_ENV_BUILD" ]]; then
-    bash -c "$VLLM_ENV_BUILD" >"$build_log" 2>&1 &
-    build=$!
-  fi
+LANE2_STATUS="$lane2_status" nice -n 10 bash -c '
+  rest=0 beside=0
   echo "==================== the tests outside e2e ===================="
   OMP_NUM_THREADS=1 "$0" -m pytest tests -m "not e2e" -p no:cacheprovider "$@" || rest=$?
   echo "==================== the e2e modules marked beside ===================="
   "$0" -m pytest tests -m "e2e and beside" -p no:cacheprovider "$@" || beside=$?
-  if [[ -n "$build" ]]; then
-    wait "$build" || built=$?
-    if (( built )); then
-      echo "==================== building the vLLM environment failed (exit $built) ===================="
-      cat "$build_log"
-    else
-      echo "vLLM environment: $(tail -n 1 "$build_log")"
-    fi
-  fi
-  rm -f "$build_log"
-  vllm=$built
-  if (( built == 0 )); then
-    echo "==================== the e2e modules marked vllm ===================="
-    VERL_EXT_REQUIRE_VLLM=1 "$0" -m pytest tests -m "e2e and vllm" -p no:cacheprovider "$@" || vllm=$?
-  fi
-  echo "$rest $beside $vllm" >"$LANE2_STATUS"
+  echo "$rest $beside" >"$LANE2_STATUS"
 ' "$PYTHON" "$@" >"$lane2_log" 2>&1 &
 lane2=$!
 set +m
 
 e2e=0
 "$PYTHON" -m pytest tests -m "e2e and not vllm and not beside" "$@" || e2e=$?
+env_built=0
+if [[ -n "$build" ]]; then
+  wait "$build" || env_built=$?
+  build=""
+  if (( env_built )); then
+    echo "==================== building the vLLM environment failed (exit $env_built) ===================="
+    cat "$build_log"
+  else
+    echo "vLLM environment: $(tail -n 1 "$build_log")"
+  fi
+fi
+vllm=$env_built
+if (( env_built == 0 )); then
+  VERL_EXT_REQUIRE_VLLM=1 "$PYTHON" -m pytest tests -m "e2e and vllm" -p no:cacheprovider "$@" || vllm=$?
+fi
 
 wait "$lane2" || true
 lane2=""
 echo "==================== lane 2 (run beside lane 1) ===================="
 cat "$lane2_log"
-read -r rest beside vllm <"$lane2_status" || { rest=1; beside=1; vllm=1; }
-echo "e2e lane 1: exit $e2e; tests outside e2e: exit $rest; e2e beside: exit $beside; vllm part: exit $vllm"
-passed "$e2e" && passed "$rest" && passed "$beside" && passed "$vllm"
+read -r rest beside <"$lane2_status" || { rest=1; beside=1; }
+echo "e2e lane 1: exit $e2e; vllm part: exit $vllm; tests outside e2e: exit $rest; e2e lane 2 (beside): exit $beside"
+passed "$e2e" && passed "$vllm" && passed "$rest" && passed "$beside"

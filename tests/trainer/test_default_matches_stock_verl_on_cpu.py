@@ -33,7 +33,7 @@ import pytest
 from tests.trainer.scenario import ROOT, common_overrides, hf_weights, model_path, run, write_scenario
 from verl_ext.trainer import records
 
-pytestmark = pytest.mark.e2e  # starts Ray, vLLM or a training run: `make test-fast` leaves it out
+pytestmark = [pytest.mark.e2e, pytest.mark.beside]  # a training run, in make test's second lane
 
 STEPS = 2
 REWARD = """
