@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections import OrderedDict
 from typing import Any, Sequence
+
+from cachetools import LRUCache  # verl's dependency, the sticky cache of its own balancer
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +39,7 @@ class PromptLoadBalancer:
     def __init__(self, servers: dict[str, Any], config: dict | None = None):  # config: verl passes the YAML
         self._servers: dict[str, Any] = dict(servers)
         self._inflight: dict[str, int] = {sid: 0 for sid in servers}
-        self._server_of: OrderedDict[str, str] = OrderedDict()  # prompt key -> server id
+        self._server_of: LRUCache = LRUCache(maxsize=STICKY_PROMPTS)  # prompt key -> server id
 
     def require_acquire_fields(self) -> list[str]:
         return ["prompt_ids"]
@@ -54,9 +55,6 @@ class PromptLoadBalancer:
         if server_id not in self._servers:
             server_id = min(self._servers, key=self._inflight.__getitem__)
         self._server_of[key] = server_id
-        self._server_of.move_to_end(key)
-        while len(self._server_of) > STICKY_PROMPTS:
-            self._server_of.popitem(last=False)
         self._inflight[server_id] += 1
         return server_id, self._servers[server_id]
 
