@@ -453,12 +453,12 @@ def test_the_balancer_keeps_verls_protocol_and_its_counts():
 
 
 def test_the_router_process_imports_neither_torch_nor_verl():
-    """What makes its Ray process start in about half a second: loading the balancer (as Ray does, by module) pulls
-    in no torch, transformers or verl."""
+    """What keeps its Ray process light: loading the balancer (as Ray does, by module) and the servers' class, which
+    Ray imports to deserialize the server handles the router holds, pulls in no torch, transformers or verl."""
     import subprocess
     import sys
 
-    code = ("import sys, verl_ext.cpu.hf_router; "
+    code = ("import sys, verl_ext.cpu.hf_router, verl_ext.cpu.hf_server; "
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'transformers', 'verl'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr[-2000:]

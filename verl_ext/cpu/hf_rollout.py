@@ -12,7 +12,8 @@ and the sampling they share, each in its own module:
 * :mod:`verl_ext.cpu.hf_worker`: :class:`HFServerAdapter` (``BaseRollout``) and the functions that run
   inside the hybrid actor process (generation with the actor's module or its full copy, weight sync);
 * :mod:`verl_ext.cpu.hf_server`: :class:`HFServer`, the Ray actor with verl's server interface that
-  batches requests, and :class:`HFReplica` (``RolloutReplica``), one server per actor rank.
+  batches requests, and :mod:`verl_ext.cpu.hf_replica`: :class:`HFReplica` (``RolloutReplica``), one server per
+  actor rank.
 
 Limits: one rank per replica (rollout tp = dp = pp = 1; verl then builds one replica per rank and balances requests
 over them, all requests of a prompt to one replica: :mod:`verl_ext.cpu.hf_router`). In hybrid mode (``sync``,
@@ -23,7 +24,8 @@ policy that the checkpoint engine refreshes after every step, alongside training
 """
 
 from verl_ext.cpu.hf_sampling import Generation, SamplingParams, SeededSampler, generate_batch, request_seed
-from verl_ext.cpu.hf_server import HFReplica, HFServer
+from verl_ext.cpu.hf_replica import HFReplica
+from verl_ext.cpu.hf_server import HFServer
 from verl_ext.cpu.hf_worker import HFServerAdapter, load_module_copy
 
 __all__ = [

@@ -8,10 +8,10 @@ depended on the routing. Routed by prompt, one rank counts them all and draws wh
 the number of ranks. The CPU preset names this balancer (``rollout.router_config_path``: ``hf_router.yaml``).
 
 :class:`PromptLoadBalancer` implements verl's ``RequestLoadBalancer`` protocol (``workers/rollout/router.py:32``,
-structural: verl wraps any class the YAML names in ``ray.remote``) without importing verl or torch, so its Ray process
-starts in ~0.5 s instead of ~8 s of importing them, on the path of every CPU run's start-up (issue 35). (The server,
-:mod:`verl_ext.cpu.hf_server`, cannot: it holds the actor's handle, and Ray loads an actor's class, verl's, to
-deserialize its handle.)
+structural: verl wraps any class the YAML names in ``ray.remote``) without importing verl or torch, and the servers
+whose handles it holds are defined in a module that imports neither (:mod:`verl_ext.cpu.hf_server`; Ray imports an
+actor's class module to deserialize a handle to it), so its Ray process spends ~1 s of CPU instead of ~8 s importing
+them, in every CPU run (issue 35).
 """
 
 from __future__ import annotations

@@ -1,15 +1,16 @@
-"""The ``hf`` rollout backend on the trainer side: the server actor and the replica (the backend:
-:mod:`verl_ext.cpu.hf_rollout`; see verl's ``workers/rollout/replica.py``).
+"""The ``hf`` rollout backend's server: the Ray actor verl's agent loop sends requests to (the backend:
+:mod:`verl_ext.cpu.hf_rollout`; its replica, :mod:`verl_ext.cpu.hf_replica`, starts one per rank).
 
-* :class:`HFServer`, an async Ray actor with verl's server interface: ``generate(request_id,
-  prompt_ids, sampling_params, ...) -> TokenOutput``, a pause around weight updates (``abort_all_requests`` /
-  ``resume_generation``, verl's ``colocate_async``) and no-op other lifecycle methods. Requests that
-  arrive together (verl's agent loop sends all ``n`` samples of every prompt at once) are grouped
-  into one left-padded ``generate`` call per distinct sampling configuration, run in the actor
-  process by :func:`~verl_ext.cpu.hf_worker.generate_on_worker`. A request's token cap is
-  ``min(response_length, prompt_length + response_length - len(prompt))``, the rule of vLLM's server.
-* :class:`HFReplica` (``RolloutReplica``), registered as ``"hf"`` in ``RolloutReplicaRegistry``;
-  ``launch_servers`` creates one :class:`HFServer` per rank (hybrid actor rank or standalone rollout worker).
+:class:`HFServer`, an async Ray actor with verl's server interface: ``generate(request_id, prompt_ids,
+sampling_params, ...) -> TokenOutput``, a pause around weight updates (``abort_all_requests`` / ``resume_generation``,
+verl's ``colocate_async``) and no-op other lifecycle methods. Requests that arrive together (verl's agent loop sends
+all ``n`` samples of every prompt at once) are grouped into one left-padded ``generate`` call per distinct sampling
+configuration, run in the actor process by :func:`~verl_ext.cpu.hf_worker.generate_on_worker`. A request's token cap
+is ``min(response_length, prompt_length + response_length - len(prompt))``, the rule of vLLM's server.
+
+This module imports neither verl nor torch (the server loads them when it starts): Ray imports an actor's class
+module wherever it deserializes a handle to it, and the router (:mod:`verl_ext.cpu.hf_router`) holds every server's
+handle, so a heavy module here would cost its process ~8 s of CPU importing verl in every run (issue 35).
 
 Diagnostics: with ``VERL_LOGGING_LEVEL=INFO`` in the Ray workers' environment the server logs each
 batch (size, tokens, seconds). ``VERL_EXT_HF_ROLLOUT_MAX_BATCH`` (64),
@@ -27,10 +28,6 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 import ray
-from verl.workers.rollout.replica import RolloutReplica, TokenOutput
-
-from verl_ext.cpu.hf_sampling import SamplingParams
-from verl_ext.cpu.hf_worker import generate_on_worker, special_ids_on_worker
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "WARN"))
@@ -52,6 +49,14 @@ class _HFServerImpl:
 
     def __init__(self, worker, *, response_length: int, prompt_length: int, eos_token_ids, pad_token_id: int,
                  max_model_len: Optional[int] = None, seed: Optional[int] = 42):
+        # here, not at the top: only the server's own process needs them (see the module's docstring)
+        from verl.workers.rollout.replica import TokenOutput
+
+        from verl_ext.cpu.hf_sampling import SamplingParams
+        from verl_ext.cpu.hf_worker import generate_on_worker
+
+        self._token_output, self._sampling_params = TokenOutput, SamplingParams
+        self._generate_on_worker = generate_on_worker
         self.worker = worker
         self.seed = None if seed is None else int(seed)  # base of the per-request seeds; None: global RNG
         self.response_length = int(response_length)
@@ -60,7 +65,7 @@ class _HFServerImpl:
         self.eos_token_ids = [int(e) for e in eos_token_ids]
         self.pad_token_id = int(pad_token_id)
         self.global_steps = 0
-        self._queues: dict[SamplingParams, list[_Request]] = {}
+        self._queues: dict[Any, list[_Request]] = {}  # SamplingParams -> requests
         self._runner: Optional[asyncio.Task] = None
         # verl's colocate_async pauses generation around each weight update (abort_all_requests ... resume_generation):
         # no batch starts while paused, and the pause waits for the batch running on the old weights to finish
@@ -85,11 +90,11 @@ class _HFServerImpl:
         return cap
 
     async def generate(self, request_id=None, *, prompt_ids, sampling_params, image_data=None, video_data=None,
-                       **kwargs) -> TokenOutput:
+                       **kwargs):
         if image_data or video_data or kwargs.get("audio_data"):
             raise NotImplementedError("the hf rollout backend is text-only")
         prompt_ids = [int(t) for t in prompt_ids]
-        params = SamplingParams.from_verl(dict(sampling_params or {}))
+        params = self._sampling_params.from_verl(dict(sampling_params or {}))
         fut = asyncio.get_running_loop().create_future()
         cap = self._cap(len(prompt_ids), sampling_params or {})
         self._queues.setdefault(params, []).append(_Request(prompt_ids, cap, fut))
@@ -97,7 +102,7 @@ class _HFServerImpl:
         if self._runner is None or self._runner.done():
             self._runner = asyncio.create_task(self._run())
         gen, steps = await fut
-        return TokenOutput(
+        return self._token_output(
             token_ids=gen.token_ids,
             log_probs=gen.log_probs,
             stop_reason=gen.stop_reason,
@@ -126,7 +131,7 @@ class _HFServerImpl:
             self._idle.clear()
             try:
                 gens, steps = await self.worker.__ray_call__.remote(
-                    generate_on_worker,
+                    self._generate_on_worker,
                     [r.prompt_ids for r in batch],
                     [r.max_tokens for r in batch],
                     params,
@@ -195,28 +200,3 @@ class _HFServerImpl:
 
 
 HFServer = ray.remote(num_cpus=0)(_HFServerImpl)
-
-
-class HFReplica(RolloutReplica):
-    """One :class:`HFServer` per rank: an actor rank (hybrid) or a standalone rollout worker (``separate_async``)."""
-
-    async def launch_servers(self):
-        if len(self.workers) != 1:
-            raise NotImplementedError(
-                f"the hf rollout backend serves one actor rank per replica (rollout tp = dp = pp = 1), got "
-                f"{len(self.workers)} workers"
-            )
-        eos, pad = await self.workers[0].__ray_call__.remote(special_ids_on_worker)
-        name = f"hf_server_{self.replica_rank}{self.name_suffix}_{os.getpid()}"
-        server = HFServer.options(name=name, max_concurrency=self.max_concurrency).remote(
-            self.workers[0],
-            response_length=self.config.response_length,
-            prompt_length=self.config.prompt_length,
-            eos_token_ids=eos,
-            pad_token_id=pad,
-            max_model_len=self.config.max_model_len,
-            seed=getattr(self.config, "seed", 42),
-        )
-        self.servers = [server]
-        self._server_handle = server
-        self._server_address = name
