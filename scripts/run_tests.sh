@@ -11,8 +11,10 @@
 # the light tests a lane-1 module runs about as fast as alone, beside a lane-2 trainer run ~1.5x slower (the progress
 # chain's SFT 2.4x). This split measured 32:04 from a fresh clone against 34:31 with one e2e lane; moving the vllm module
 # to lane 2 and default-vs-stock to lane 1 measured 34:37 (tests/README.md).
-# The tests outside e2e compute on one thread (OMP_NUM_THREADS=1: their tensors are tiny, and OpenMP threads spinning
-# on cores the trainer's processes need slow both). Every Ray cluster is private (its own ports and session), so a
+# Everything but the vLLM part computes on one thread (OMP_NUM_THREADS=1, and VERL_EXT_CPU_THREADS=1 for the CPU
+# mode's processes, verl_ext/cpu/__init__.py): the tensors are tiny and the two cores shared, so a second OpenMP thread
+# only spins and waits for a core (a 3-step trainer run 74.7 s on one thread vs 76.3 s on two alone, with 10 CPU-s
+# less; 88 vs 97 s beside a busy process; the SFT test's run 25 vs 34 s alone). Every Ray cluster is private (its own ports and session), so a
 # lane-2 run and a lane-1 run do not meet. Lane 2's output is printed after lane 1's; the exit status is non-zero when
 # any part fails (pytest's 5, nothing selected, counts as passed: `-k` may leave a part empty).
 #   PYTHON=.venv/bin/python VLLM_ENV_BUILD="make vllm-env" bash scripts/run_tests.sh [pytest arguments for every part]
@@ -36,10 +38,10 @@ if [[ -n "${VLLM_ENV_BUILD:-}" ]]; then
 fi
 # lane 2 in its own process group (set -m), so that the clean-up ends whatever it started
 set -m
-LANE2_STATUS="$lane2_status" nice -n 10 bash -c '
+LANE2_STATUS="$lane2_status" OMP_NUM_THREADS=1 VERL_EXT_CPU_THREADS=1 nice -n 10 bash -c '
   rest=0 beside=0
   echo "==================== the tests outside e2e ===================="
-  OMP_NUM_THREADS=1 "$0" -m pytest tests -m "not e2e" -p no:cacheprovider "$@" || rest=$?
+  "$0" -m pytest tests -m "not e2e" -p no:cacheprovider "$@" || rest=$?
   echo "==================== the e2e modules marked beside ===================="
   "$0" -m pytest tests -m "e2e and beside" -p no:cacheprovider "$@" || beside=$?
   echo "$rest $beside" >"$LANE2_STATUS"
@@ -48,7 +50,7 @@ lane2=$!
 set +m
 
 e2e=0
-"$PYTHON" -m pytest tests -m "e2e and not vllm and not beside" "$@" || e2e=$?
+OMP_NUM_THREADS=1 VERL_EXT_CPU_THREADS=1 "$PYTHON" -m pytest tests -m "e2e and not vllm and not beside" "$@" || e2e=$?
 env_built=0
 if [[ -n "$build" ]]; then
   wait "$build" || env_built=$?

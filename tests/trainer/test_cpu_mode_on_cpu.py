@@ -266,3 +266,15 @@ def test_device_module_covers_verl_calls():
     missing = sorted(n for n in names if not hasattr(module, n))
     assert not missing, missing
     assert module.current_device() == "cpu" and module.is_available()
+
+
+def test_threads_come_from_the_argument_then_the_environment_then_the_cores():
+    from verl_ext.cpu import THREADS_ENV
+
+    assert cpu_env({})["OMP_NUM_THREADS"] == str(os.cpu_count())
+    assert cpu_env({THREADS_ENV: "1"})["OMP_NUM_THREADS"] == "1"
+    assert cpu_env({THREADS_ENV: "1"}, num_threads=3)["OMP_NUM_THREADS"] == "3"
+    assert f"{ENV_PREFIX}OMP_NUM_THREADS='1'" in cpu_overrides({THREADS_ENV: " 1 "})
+    for bad in ("0", "two", "-1"):
+        with pytest.raises(ValueError, match=f"{THREADS_ENV} must be a whole number of threads >= 1, got '{bad}'"):
+            cpu_env({THREADS_ENV: bad})

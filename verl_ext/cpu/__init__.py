@@ -67,7 +67,10 @@ What each piece is for (verl 0.9.1 file:line)
   ``data.dataloader_num_workers=0``: verl defaults to 8 of each; every one is a Python process that
   imports torch (about 0.5 GB and several seconds each).
 * ``OMP_NUM_THREADS``: Ray otherwise sets it to the actor's CPU request (1) in its workers; the actor
-  process should use every core.
+  process should use every core, or :data:`THREADS_ENV` (``VERL_EXT_CPU_THREADS``) of them where the launching
+  environment sets it. ``make test`` sets 1: on its 2-core machine the tests' 2-layer model trained as fast on one
+  thread as on two (3-step run 74.7 vs 76.3 s alone) with 10 CPU-s less of OpenMP spinning, and faster beside other
+  work (88 vs 97 s beside a busy process at nice 10), which is how the suite runs them (``scripts/run_tests.sh``).
 * :data:`DRIVER_ENV`, ``RAY_prestart_worker_first_driver=0``, in the launching process only (read by the raylet a
   local run starts, which inherits the driver's environment; ``python -m verl_ext.main --cpu``,
   :func:`main_ppo_command` and ``python -m verl_ext.cpu env`` set it): Ray otherwise starts idle Python workers (two
@@ -107,10 +110,11 @@ from typing import Iterable, Mapping
 
 PLUGIN_MODULE = "verl_ext.cpu.plugin"
 ENV_PREFIX = "+ray_kwargs.ray_init.runtime_env.env_vars."
+THREADS_ENV = "VERL_EXT_CPU_THREADS"  # torch threads per process in the CPU mode (default: every core)
 HF_ROUTER_CONFIG = Path(__file__).resolve().with_name("hf_router.yaml")  # verl_ext.cpu.hf_router
 
-__all__ = ["PLUGIN_MODULE", "DRIVER_ENV", "project_root", "join_unique", "cpu_env", "cpu_overrides", "cpu_precision",
-           "main_ppo_command", "is_cpu_mode", "separate_async_settings", "split_hydra_flags"]
+__all__ = ["PLUGIN_MODULE", "DRIVER_ENV", "THREADS_ENV", "project_root", "join_unique", "cpu_env", "cpu_overrides",
+           "cpu_precision", "main_ppo_command", "is_cpu_mode", "separate_async_settings", "split_hydra_flags"]
 
 
 def project_root() -> str:
@@ -137,10 +141,11 @@ def join_unique(values: Iterable[str | None], sep: str) -> str:
 def cpu_env(base: Mapping[str, str] | None = None, *, num_threads: int | None = None) -> dict[str, str]:
     """The variables to add to ``base`` (default ``os.environ``) for the CPU mode (only those, not a copy).
 
-    ``VERL_USE_EXTERNAL_MODULES`` and ``PYTHONPATH`` keep what ``base`` already has.
+    ``VERL_USE_EXTERNAL_MODULES`` and ``PYTHONPATH`` keep what ``base`` already has. Threads: ``num_threads``, else
+    ``base``'s :data:`THREADS_ENV`, else every core.
     """
     base = os.environ if base is None else base
-    threads = int(num_threads or os.cpu_count() or 1)
+    threads = num_threads or _threads_from(base) or os.cpu_count() or 1
     return {
         "VERL_PLATFORM": "cpu",
         "VERL_USE_EXTERNAL_MODULES": join_unique([PLUGIN_MODULE, base.get("VERL_USE_EXTERNAL_MODULES", "")], ","),
@@ -150,6 +155,15 @@ def cpu_env(base: Mapping[str, str] | None = None, *, num_threads: int | None = 
         "OMP_NUM_THREADS": str(threads),
         "TOKENIZERS_PARALLELISM": "false",
     }
+
+
+def _threads_from(base: Mapping[str, str]) -> int | None:
+    value = base.get(THREADS_ENV, "").strip()
+    if not value:
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"{THREADS_ENV} must be a whole number of threads >= 1, got {value!r}")
+    return int(value)
 
 
 # The launching process's own environment only, not forwarded to the Ray workers (so the composed configs do not
