@@ -19,7 +19,7 @@ from data_prep.schema import DataError
 from verl_ext.cpu import PRECISION_ENV, cpu_precision
 from verl_ext.sft import sft_command
 
-pytestmark = pytest.mark.e2e  # starts Ray, vLLM or a training run: `make test-fast` leaves it out
+pytestmark = [pytest.mark.e2e, pytest.mark.beside]  # a training run, in make test's second lane
 
 STEPS, BATCH = 3, 8
 

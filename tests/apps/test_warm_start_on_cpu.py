@@ -12,7 +12,7 @@ import torch
 from verl_ext.models.embedded import embedded_model_path
 from verl_ext.apps.warm_start import WarmStartConfig, warm_start_info, warm_start_path
 
-pytestmark = pytest.mark.e2e  # starts Ray, vLLM or a training run: `make test-fast` leaves it out
+pytestmark = [pytest.mark.e2e, pytest.mark.beside]  # a training run, in make test's second lane
 
 CONFIG = WarmStartConfig(steps=2, batch=4, lr=1e-4, eval_tasks=2, k=1, num_layers=2)
 

@@ -7,7 +7,7 @@ import pytest
 
 from verl_ext.apps.bench import generation as bench
 
-pytestmark = pytest.mark.e2e  # starts Ray, vLLM or a training run: `make test-fast` leaves it out
+pytestmark = [pytest.mark.e2e, pytest.mark.beside]  # a generation run, in make test's second lane
 
 
 def test_hf_side_measured_in_its_own_process():
