@@ -55,13 +55,14 @@ def model_path() -> str:
     return embedded_model_path(num_layers=2)
 
 
-def write_scenario(root: Path) -> dict[str, str]:
-    """Parquet files and the reward module of the scenario under ``root``."""
+def write_scenario(root: Path, index=INDEX, kinds=KIND, ranks=RANK) -> dict[str, str]:
+    """Parquet files and the reward module of the scenario (or of tasks ``index`` of ``kinds`` and ``ranks``) under
+    ``root``."""
     from data_prep.schema import make_row, write_rows
 
     rows = [make_row(data_source="scenario", question=f"Say the number {i}.", ability="test", ground_truth=str(i),
-                     index=index, split="train", kind=kind, rank=rank)
-            for i, (index, kind, rank) in enumerate(zip(INDEX, KIND, RANK))]
+                     index=idx, split="train", kind=kind, rank=rank)
+            for i, (idx, kind, rank) in enumerate(zip(index, kinds, ranks, strict=True))]
     write_rows(rows, root / "train.parquet")
     write_rows(rows[:2], root / "test.parquet")
     (root / "reward.py").write_text(REWARD)

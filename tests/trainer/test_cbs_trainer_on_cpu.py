@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.trainer.scenario import REWARD, common_overrides, hf_weights, model_path, run
+from tests.trainer.scenario import common_overrides, hf_weights, model_path, run, write_scenario
 from verl_ext.axes import RolloutView, build_filter
 from verl_ext.trainer import records
 
@@ -28,27 +28,15 @@ STEPS, SEED = 3, 1
 FILTER = {"name": "cbs_star", "keep_fraction": 0.3, "warmup": 1, "epsilon0": 0.5, "epsilon_decay": 0.1, "lr": 1e-2,
           "entropy_threshold": 0.5, "epsilon_min": 0.005}
 PREFILTERS = [{"name": "dapo_dynamic", "oversample": 2}]
-# index, kind, rank: the sequential selector serves ranks 0-3 (two coins), then 4-7 (all degenerate), then 0-3 again
-ROWS = [(400, "coin", 0), (401, "easy", 1), (402, "coin", 2), (403, "hard", 3),
-        (404, "easy", 4), (405, "hard", 5), (406, "easy", 6), (407, "hard", 7)]
+# the sequential selector serves ranks 0-3 (two coins), then 4-7 (all degenerate), then 0-3 again
+INDEX, KIND, RANK = list(range(400, 408)), ["coin", "easy", "coin", "hard", "easy", "hard", "easy", "hard"], range(8)
 SKIPPED = 2
-
-
-def write_pool(root: Path) -> dict[str, str]:
-    from data_prep.schema import make_row, write_rows
-
-    rows = [make_row(data_source="scenario", question=f"Say the number {i}.", ability="test", ground_truth=str(i),
-                     index=index, split="train", kind=kind, rank=rank) for i, (index, kind, rank) in enumerate(ROWS)]
-    write_rows(rows, root / "train.parquet")
-    write_rows(rows[:1], root / "test.parquet")
-    (root / "reward.py").write_text(REWARD)
-    return {"train": str(root / "train.parquet"), "test": str(root / "test.parquet"), "reward": str(root / "reward.py")}
 
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     root = tmp_path_factory.mktemp("cbs_star")
-    data = write_pool(root)
+    data = write_scenario(root, INDEX, KIND, RANK)
     overrides = common_overrides(data, root / "run", STEPS, tasks=4, n=4, mini=2) + [
         f"+reward.custom_reward_function.reward_kwargs.counter_file={root}/run/coin_counts.json",
         "+objective=gspo", "actor_rollout_ref.actor.entropy_coeff=0", f"data.seed={SEED}", "trainer.save_freq=1",
