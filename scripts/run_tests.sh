@@ -11,8 +11,8 @@
 # the light tests a lane-1 module runs about as fast as alone, beside a lane-2 trainer run ~1.5x slower (the progress
 # chain's SFT 2.4x). This split measured 32:04 from a fresh clone against 34:31 with one e2e lane; moving the vllm module
 # to lane 2 and default-vs-stock to lane 1 measured 34:37; with one thread (below) and the lighter router, 25:38 to
-# 31:31 in four runs of one commit; with one trainer run fewer and three small modules moved to lane 2, 27:34 and
-# 27:49 (tests/README.md).
+# 31:31 in four runs of one commit; with one trainer run fewer and three small modules moved to lane 2, 27:34,
+# 27:49 and 27:16 (tests/README.md).
 # Everything but the vLLM part computes on one thread (OMP_NUM_THREADS=1, and VERL_EXT_CPU_THREADS=1 for the CPU
 # mode's processes, verl_ext/cpu/__init__.py): the tensors are tiny and the two cores shared, so a second OpenMP thread
 # only spins and waits for a core (a 3-step trainer run 74.7 s on one thread vs 76.3 s on two alone, with 10 CPU-s
