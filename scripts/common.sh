@@ -108,7 +108,7 @@ leading_names() {
 
 # objective_train GROUP AXIS DEFAULT_CHOICE SETTING [OBJECTIVE [CHOICE]] [Hydra overrides...]: recipe_train GROUP
 # SETTING +objective=OBJECTIVE (default grpo) AXIS=CHOICE, then the user's overrides. python -m verl_ext.main adds the
-# recipe's rows for both (recipe.objectives / schedulers / selectors, verl_ext/recipe_tables.py) after the choices,
+# recipe's rows for both (recipe.objectives / schedulers / selectors, verl_ext/launch/recipe_tables.py) after the choices,
 # so the user's overrides win. The objective and the choice are refused as overrides (they would come after the
 # rows), unknown names exit 2. EXPERIMENT_NAME defaults to SETTING-OBJECTIVE-CHOICE.
 objective_train() {

@@ -1,11 +1,11 @@
-"""verl_ext.composition: verl's config folder named by its file path (the folder Hydra's ``pkg://`` path names:
+"""verl_ext.launch.composition: verl's config folder named by its file path (the folder Hydra's ``pkg://`` path names:
 every recorded launch config, composed with it, is unchanged: tests/recipes/test_launch_configs_on_cpu.py), and the
 command line that carries it."""
 
 import importlib.resources
 from pathlib import Path
 
-from verl_ext.composition import override_key, searchpath, verl_config_source, with_searchpath
+from verl_ext.launch.composition import override_key, searchpath, verl_config_source, with_searchpath
 
 
 def test_verls_config_folder_is_the_one_its_package_holds():

@@ -17,7 +17,7 @@ from data_prep import embedded_datasets
 from data_prep.sft_messages import build, sft_row, worked_solution, write_sft
 from data_prep.schema import DataError
 from verl_ext.cpu import PRECISION_ENV, cpu_precision
-from verl_ext.sft import sft_command
+from verl_ext.launch.sft import sft_command
 
 pytestmark = [pytest.mark.e2e, pytest.mark.beside]  # a training run, in make test's second lane
 

@@ -4,7 +4,7 @@ from importlib import metadata
 
 import pytest
 
-from verl_ext.version_check import check_verl_version, required_verl_version
+from verl_ext.launch.version_check import check_verl_version, required_verl_version
 
 
 def test_pinned_version_is_installed():

@@ -1,6 +1,6 @@
 # Sourced by the ADS launchers: `ads_train SETTING [OBJECTIVE [SELECTOR]] [Hydra overrides...]` runs
 #   python -m verl_ext.main --config-dir recipes +ads=SETTING <paths, cluster size> +objective=OBJECTIVE \
-#     selector=SELECTOR "$@"   (verl_ext.main adds the recipe's settings for both: verl_ext/recipe_tables.py)
+#     selector=SELECTOR "$@"   (verl_ext.main adds the recipe's settings for both: verl_ext/launch/recipe_tables.py)
 # OBJECTIVE: grpo (default) | dapo | gspo (verl_ext/config/objective); SELECTOR: ads (default) | ads_no_inter |
 # ads_no_intra | uniform (the objective alone) | dots (DOTS+RR: recipe.selectors.dots brings its replay filter and its fresh batch).
 # python -m verl_ext.main adds the settings for both from recipes/ads/SETTING.yaml (and _common.yaml): the leaves of

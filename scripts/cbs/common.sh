@@ -1,12 +1,12 @@
 # Sourced by the CBS launchers: `cbs_train SETTING [OBJECTIVE [FILTER]] [Hydra overrides...]` runs
 #   python -m verl_ext.main --config-dir recipes +cbs=SETTING <paths, cluster size> +objective=OBJECTIVE \
-#     rollout_filter=FILTER "$@"   (verl_ext.main adds the recipe's settings for both: verl_ext/recipe_tables.py)
+#     rollout_filter=FILTER "$@"   (verl_ext.main adds the recipe's settings for both: verl_ext/launch/recipe_tables.py)
 # OBJECTIVE: grpo (default) | dapo | gspo (verl_ext/config/objective); FILTER: keep_all (default, the objective
 # alone) | cbs_star (CBS*) | cbs (CBS) | cbs_random | cbs_no_ema | cbs_no_entropy (verl_ext/config/rollout_filter).
 # python -m verl_ext.main adds the settings for both from recipes/cbs/SETTING.yaml (and _common.yaml): the leaves of
 # recipe.objectives.OBJECTIVE (DAPO: data.train_batch_size=384 trainer.total_training_steps=200) and, as
 # rollout_filter.*, those of recipe.schedulers.OBJECTIVE.NAME, NAME being the filter's `name` (cbs_star, or cbs for
-# cbs and its ablations): entropy_threshold and epsilon_min per objective (paper Table 4) (verl_ext/recipe_tables.py).
+# cbs and its ablations): entropy_threshold and epsilon_min per objective (paper Table 4) (verl_ext/launch/recipe_tables.py).
 # They come before the user's overrides, which win. Choose the objective and the filter here, not as +objective= / rollout_filter=
 # overrides (those would skip their settings: refused).
 # Environment (scripts/common.sh): PYTHON, DATA_DIR (default data/cbs), OUT_DIR (default outputs/cbs), MODEL_PATH,

@@ -1,6 +1,6 @@
 # Sourced by the progress launchers: `progress_train SETTING [SELECTOR] [Hydra overrides...]` runs
 #   python -m verl_ext.main --config-dir recipes +progress=SETTING <paths> +objective=rloo \
-#     selector=SELECTOR "$@"   (verl_ext.main adds the recipe's settings for it: verl_ext/recipe_tables.py)
+#     selector=SELECTOR "$@"   (verl_ext.main adds the recipe's settings for it: verl_ext/launch/recipe_tables.py)
 # The objective is RLOO for every run (the paper's: Yan, "Progress-Aware Prompt Sampling", CS224R, §3.1); SELECTOR:
 # conservative (default) | uniform | bucket_uniform | empirical | density_ratio | random_buckets | prompt_utility
 # (verl_ext/config/selector). The selector's settings come from recipe.selectors.SELECTOR of

@@ -2,7 +2,7 @@
 
 Each entry of :data:`INVOCATIONS` runs a launcher with ``DRY_RUN=1`` (:func:`tests.recipes.recipes.launch`); every
 training command it prints is composed in-process as ``python -m verl_ext.main ARGS --cfg job --resolve`` would
-(``--cpu``: the CPU preset before the overrides, :func:`verl_ext.main.cpu_argv`, at a fixed precision and thread
+(``--cpu``: the CPU preset before the overrides, :func:`verl_ext.launch.main.cpu_argv`, at a fixed precision and thread
 count) and its resolved YAML, with this checkout's root and cache as placeholders, is hashed.
 ``tests/fixtures/launch_configs.json`` holds ``{key: sha256}`` and ``tests/fixtures/launch_configs/*.yaml`` the YAML
 of :data:`KEPT` (to show a difference). Rewrite them only when a config is meant to change:
@@ -18,7 +18,7 @@ import shlex
 from pathlib import Path
 
 from tests.recipes.recipes import ROOT, cached_compositions, commands, launch
-from verl_ext.composition import CONFIG_DIR, CONFIG_NAME, searchpath
+from verl_ext.launch.composition import CONFIG_DIR, CONFIG_NAME, searchpath
 
 FIXTURE = ROOT / "tests" / "fixtures" / "launch_configs.json"
 KEPT_DIR = ROOT / "tests" / "fixtures" / "launch_configs"
@@ -87,10 +87,10 @@ def training_commands(script: str, args: tuple[str, ...], env: dict[str, str]) -
 
 def main_args(args: list[str], env: dict[str, str]) -> tuple[Path, list[str]]:
     """``(--config-dir, overrides)`` that ``python -m verl_ext.main ARGS`` composes in the launcher's ``env``:
-    ``--cpu`` expanded as :func:`verl_ext.main.cpu_argv` does (at fp32 and 2 threads: machine-independent), then
-    the recipe's rows inserted (:func:`verl_ext.main.recipe_argv`)."""
+    ``--cpu`` expanded as :func:`verl_ext.launch.main.cpu_argv` does (at fp32 and 2 threads: machine-independent), then
+    the recipe's rows inserted (:func:`verl_ext.launch.main.recipe_argv`)."""
     from verl_ext.cpu import cpu_overrides, split_hydra_flags, vllm_rollout
-    from verl_ext.main import recipe_argv
+    from verl_ext.launch.main import recipe_argv
 
     flags, overrides = split_hydra_flags([a for a in args if a != "--cpu"])
     if "--cpu" in args:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 
-from verl_ext.composition import CONFIG_DIR, CONFIG_NAME, searchpath
+from verl_ext.launch.composition import CONFIG_DIR, CONFIG_NAME, searchpath
 from verl_ext.cpu import project_root
-from verl_ext.recipe_tables import group_choices
+from verl_ext.launch.recipe_tables import group_choices
 
 ROOT = Path(project_root())
 RECIPES, SCRIPTS = ROOT / "recipes", ROOT / "scripts"
@@ -18,7 +18,7 @@ RECIPES, SCRIPTS = ROOT / "recipes", ROOT / "scripts"
 def compose_recipe(group: str, setting: str, *overrides: str, recipes: Path = RECIPES):
     """What ``python -m verl_ext.main --config-dir recipes +GROUP=SETTING OVERRIDES`` composes, with the
     start-up check of the recipe's keys (typos, mandatory ``???`` values)."""
-    from verl_ext.recipe_keys import check_recipe_keys
+    from verl_ext.launch.recipe_keys import check_recipe_keys
 
     with cached_compositions(), initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
         cfg = compose(CONFIG_NAME, overrides=[searchpath(recipes), f"+{group}={setting}", *overrides])
@@ -29,9 +29,9 @@ def compose_recipe(group: str, setting: str, *overrides: str, recipes: Path = RE
 
 @functools.cache
 def _recipe_parts(recipes: Path, *choices: str) -> tuple[tuple[Path, ...], tuple[str, ...]]:
-    """:func:`verl_ext.recipe_keys.composed_recipe` for the recipe and the group choices (the rest of a
+    """:func:`verl_ext.launch.recipe_keys.composed_recipe` for the recipe and the group choices (the rest of a
     command line does not change them)."""
-    from verl_ext.recipe_keys import composed_recipe
+    from verl_ext.launch.recipe_keys import composed_recipe
 
     with cached_compositions(), initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
         files, base = composed_recipe(CONFIG_NAME, [searchpath(recipes), *choices], [recipes])
@@ -174,10 +174,10 @@ def launch(group: str, script: str, *args: str, timeout: int = 120, **env: str):
 
 def commands(proc) -> list[list[str]]:
     """The commands a ``DRY_RUN=1`` launcher printed (:func:`launch`), one word list per line, shell-unquoted; a
-    ``python -m verl_ext.main`` command as it runs, the recipe's rows inserted (:func:`verl_ext.main.recipe_argv`)."""
+    ``python -m verl_ext.main`` command as it runs, the recipe's rows inserted (:func:`verl_ext.launch.main.recipe_argv`)."""
     import shlex
 
-    from verl_ext.main import recipe_argv
+    from verl_ext.launch.main import recipe_argv
 
     assert proc.returncode == 0, proc.stderr
     lines = [shlex.split(line) for line in proc.stdout.splitlines()]

@@ -165,7 +165,7 @@ def test_recipe_alone_is_grpo_with_ads(setting):
 def test_recipes_leave_the_objectives_keys_to_the_objectives():
     """The only key a recipe file sets differently from an objective preset is use_kl_in_reward, which every
     recipe.objectives entry sets again (the launchers' overrides win over the composed presets)."""
-    from verl_ext.recipe_keys import recipe_values
+    from verl_ext.launch.recipe_keys import recipe_values
 
     presets = {o: recipe_values(ROOT / "verl_ext" / "config" / "objective" / f"{o}.yaml") for o in OBJECTIVES}
     for path in sorted((RECIPES / "ads").glob("*.yaml")):

@@ -109,7 +109,7 @@ def test_cpu_preset_composes_through_the_cli():
 
 
 def test_cpu_argv_puts_hydra_flags_first():
-    from verl_ext.main import cpu_argv
+    from verl_ext.launch.main import cpu_argv
 
     argv = cpu_argv(["--cpu", "--config-dir", "r", "+bots=x", "a=1"])
     assert argv[3:5] == ["--config-dir", "r"] and argv[-2:] == ["+bots=x", "a=1"]

@@ -128,7 +128,7 @@ def test_recipe_alone_is_grpo_without_a_filter(setting):
 def test_recipes_leave_the_objectives_keys_to_the_objectives():
     """No recipe file sets a key an objective preset sets (unless to the same value in every objective), so
     ``+cbs=`` and ``+objective=`` compose in either order."""
-    from verl_ext.recipe_keys import recipe_values
+    from verl_ext.launch.recipe_keys import recipe_values
 
     presets = {o: recipe_values(ROOT / "verl_ext" / "config" / "objective" / f"{o}.yaml") for o in OBJECTIVES}
     for path in sorted((RECIPES / "cbs").glob("*.yaml")):

@@ -164,7 +164,7 @@ def test_recipe_alone_is_the_conservative_variant_and_needs_the_objective():
 
 
 def test_recipes_leave_the_objectives_keys_to_the_objective():
-    from verl_ext.recipe_keys import recipe_values
+    from verl_ext.launch.recipe_keys import recipe_values
 
     rloo = recipe_values(ROOT / "verl_ext" / "config" / "objective" / "rloo.yaml")
     for path in sorted((RECIPES / "progress").glob("*.yaml")):

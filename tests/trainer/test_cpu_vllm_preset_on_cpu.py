@@ -16,7 +16,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from verl_ext.cpu import cpu_overrides, main_ppo_command, project_root, vllm_rollout
-from verl_ext.main import cpu_argv
+from verl_ext.launch.main import cpu_argv
 
 ROOT = Path(project_root())
 

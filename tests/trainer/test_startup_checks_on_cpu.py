@@ -125,15 +125,15 @@ def test_the_entry_point_refuses_a_recipe_typo_before_ray(tmp_path):
     assert "'trainer.test_freqq' is not a config key" in proc.stderr and "did you mean test_freq" in proc.stderr
     assert "ray init" not in proc.stdout + proc.stderr
     imported = {line.rpartition("|")[2].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
-    assert "verl_ext.recipe_keys" in imported and not {m for m in imported if m.split(".")[0] in ("verl", "ray")}
+    assert "verl_ext.launch.recipe_keys" in imported and not {m for m in imported if m.split(".")[0] in ("verl", "ray")}
 
 
 def test_the_entry_point_names_the_attention_pair_before_ray(monkeypatch, capsys):
-    """verl_ext.main.run prints the actor's attention backend, budgets and their measurement before verl's run_ppo
+    """verl_ext.launch.main.run prints the actor's attention backend, budgets and their measurement before verl's run_ppo
     (which starts Ray) is called."""
     import verl.trainer.main_ppo
 
-    from verl_ext import main
+    from verl_ext.launch import main
 
     for name in ("VERL_USE_EXTERNAL_MODULES", "PYTHONPATH"):  # export_trainer_module sets them: restored after
         monkeypatch.setenv(name, os.environ.get(name, ""))

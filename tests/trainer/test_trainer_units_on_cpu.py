@@ -362,7 +362,7 @@ def test_read_metrics_merges_per_run_files_later_runs_win(tmp_path):
 
 
 def test_trainer_module_is_imported_in_ray_processes_after_the_cpu_plugin(monkeypatch):
-    from verl_ext.main import export_trainer_module
+    from verl_ext.launch.main import export_trainer_module
 
     monkeypatch.delenv("VERL_USE_EXTERNAL_MODULES", raising=False)
     config = OmegaConf.create({"ray_kwargs": {"ray_init": {"runtime_env": {
@@ -414,7 +414,7 @@ def test_training_data_is_checked_against_the_selector_before_start(tmp_path):
     (["file", "console"], ["file", "console"]), ([], ["file"]),
 ])
 def test_every_run_logs_metrics_to_the_jsonl_file(loggers, expected):
-    from verl_ext.main import log_to_file
+    from verl_ext.launch.main import log_to_file
 
     config = OmegaConf.create({"trainer": {"logger": loggers}})
     log_to_file(config)

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from verl_ext.version_check import check_verl_version
+from verl_ext.launch.version_check import check_verl_version
 
 TASK = "arithmetic_easy"
 WARM_START_STEPS = 12  # x 16 worked answers: held-out accuracy ~0.2, half the tasks inside (0, 1)

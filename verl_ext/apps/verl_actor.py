@@ -89,7 +89,7 @@ def compose_recipe(recipe: str, overrides: list[str]):
     """``python -m verl_ext.main --config-dir recipes +GROUP=SETTING OVERRIDES``'s config, composed (not resolved)."""
     from hydra import compose, initialize_config_dir
 
-    from verl_ext.composition import CONFIG_DIR, CONFIG_NAME, searchpath
+    from verl_ext.launch.composition import CONFIG_DIR, CONFIG_NAME, searchpath
     from verl_ext.cpu import project_root
 
     group, _, setting = recipe.partition("/")

@@ -11,7 +11,7 @@
 * :func:`check_ray_cpus` - the Ray nodes' free logical CPUs hold verl's placement groups (else verl waits forever).
 * :func:`check_validation_files` - local validation parquet files exist and have the columns verl reads.
 
-A recipe's keys are checked before any of these, without importing verl (:mod:`verl_ext.recipe_keys`).
+A recipe's keys are checked before any of these, without importing verl (:mod:`verl_ext.launch.recipe_keys`).
 """
 
 from __future__ import annotations

@@ -112,7 +112,7 @@ def test_the_grid_is_the_recipes_composed_with_their_launchers_overrides():
     """Each checked setting equals what the full trainer composition of its launcher's command gives (a dropped
     recipe override fails here), and DOTS+RR / ADS run the ADS recipe's protocol and filter."""
     from tests.recipes.recipes import RECIPES, compose_recipe
-    from verl_ext.recipe_tables import with_tables
+    from verl_ext.launch.recipe_tables import with_tables
     from verl_ext.apps.sim.recipes import DATA_BOUND, DATA_PATHS
 
     studies = grid.studies(steps=0.02, tasks=2_000)

@@ -1,10 +1,10 @@
 """What a launcher's command composes, read without starting Hydra on the whole trainer config: the recipe's chain
 of files (``recipes/GROUP/SETTING.yaml`` and its defaults), the objective's preset (``+objective=``), the recipe's
-rows for the command's choices (:func:`verl_ext.recipe_tables.rows`, which ``python -m verl_ext.main`` inserts:
+rows for the command's choices (:func:`verl_ext.launch.recipe_tables.rows`, which ``python -m verl_ext.main`` inserts:
 ``recipe.objectives``, ``recipe.schedulers``, ``recipe.selectors.CHOICE`` with its replay filter and ``with`` leaves)
 and the ``AXIS=CHOICE`` the launcher passes; each axis component composed from ``verl_ext/config/<axis>/<name>.yaml``
 with the recipe's and the rows' field overrides. ``tests/apps/sim`` checks it against the full composition of the launch
-path (Hydra, through :func:`verl_ext.recipe_tables.table_overrides`), which is too slow for a grid of ~40 settings.
+path (Hydra, through :func:`verl_ext.launch.recipe_tables.table_overrides`), which is too slow for a grid of ~40 settings.
 
 Precedence as Hydra applies it: the trainer's defaults < the recipe's files < the objective preset (composed after
 ``+GROUP=SETTING``) < the rows < the command's extra overrides.
@@ -20,7 +20,7 @@ import yaml
 from omegaconf import OmegaConf
 
 from verl_ext.cpu import project_root
-from verl_ext.recipe_tables import rows
+from verl_ext.launch.recipe_tables import rows
 
 AXES = ("selector", "allocator", "rollout_filter")
 TRAINER_DEFAULTS = {"selector": "uniform", "allocator": "fixed", "rollout_filter": "keep_all"}  # verl_ext_trainer.yaml

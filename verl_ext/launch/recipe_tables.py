@@ -23,7 +23,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from verl_ext.composition import CONFIG_DIR, CONFIG_NAME, override_key, searchpath
+from verl_ext.launch.composition import CONFIG_DIR, CONFIG_NAME, override_key, searchpath
 from verl_ext.cpu import split_hydra_flags
 
 CHOICES = ("objective", "selector", "rollout_filter")  # the groups the tables are keyed by

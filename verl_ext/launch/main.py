@@ -12,7 +12,7 @@ environment (verl picks its platform at import, before any config exists) and
 (:mod:`verl_ext.cpu.vllm_rollout`), run by an interpreter that has vLLM (``.venv-vllm``).
 
 A recipe's per-objective and per-choice rows (``recipe.objectives`` / ``schedulers`` / ``selectors``,
-:mod:`verl_ext.recipe_tables`) are inserted after the command line's choices (:func:`recipe_argv`), so the user's
+:mod:`verl_ext.launch.recipe_tables`) are inserted after the command line's choices (:func:`recipe_argv`), so the user's
 later overrides win and ``--cfg job`` prints what trains.
 
 Every run also logs to verl's ``file`` logger (added to ``trainer.logger`` when missing): the per-step
@@ -31,7 +31,8 @@ import sys
 import hydra
 
 from verl_ext.cpu import join_unique, project_root
-from verl_ext.version_check import check_verl_version
+from verl_ext.launch.composition import CONFIG_DIR, CONFIG_NAME
+from verl_ext.launch.version_check import check_verl_version
 
 TRAINER_MODULE = "verl_ext.trainer"  # registers trainer mode verl_ext when imported
 CPU_FLAG = "--cpu"
@@ -96,9 +97,9 @@ def run(config) -> None:
         run_ppo(config, task_runner_class=TaskRunnerV1)
 
 
-@hydra.main(config_path="config", config_name="verl_ext_trainer", version_base=None)
+@hydra.main(config_path=str(CONFIG_DIR), config_name=CONFIG_NAME, version_base=None)
 def _hydra_main(config) -> None:
-    from verl_ext.recipe_keys import check_hydra_recipes
+    from verl_ext.launch.recipe_keys import check_hydra_recipes
 
     check_hydra_recipes(config)  # needs the running app: which recipe files were composed
     run(config)
@@ -116,11 +117,11 @@ def cpu_argv(args: list[str]) -> list[str]:
 
 
 def recipe_argv(args: list[str]) -> list[str]:
-    """The command line with the rows of the recipe its ``--config-dir`` holds (:func:`verl_ext.recipe_tables.
+    """The command line with the rows of the recipe its ``--config-dir`` holds (:func:`verl_ext.launch.recipe_tables.
     with_tables`) after the choices they are keyed by."""
     from hydra._internal.utils import get_args_parser  # the parser @hydra.main reads sys.argv with
 
-    from verl_ext.recipe_tables import with_tables
+    from verl_ext.launch.recipe_tables import with_tables
 
     config_dir = get_args_parser().parse_known_args(args)[0].config_dir
     return with_tables(config_dir, args)
@@ -134,7 +135,7 @@ def main() -> None:
         argv = cpu_argv(sys.argv[1:])
         sys.stdout.flush()
         os.execvpe(argv[0], argv, {**os.environ, **cpu_env(), **DRIVER_ENV})
-    from verl_ext.composition import with_searchpath
+    from verl_ext.launch.composition import with_searchpath
 
     try:
         sys.argv[1:] = with_searchpath(recipe_argv(sys.argv[1:]))

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from verl_ext.cpu import cpu_env, cpu_precision, split_hydra_flags
-from verl_ext.version_check import check_verl_version
+from verl_ext.launch.version_check import check_verl_version
 
 CPU_FLAG = "--cpu"
 

@@ -15,7 +15,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-CONFIG_DIR = Path(__file__).resolve().parent / "config"  # verl_ext_trainer.yaml and its groups
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "config"  # verl_ext_trainer.yaml and its groups
 CONFIG_NAME = "verl_ext_trainer"
 VERL_CONFIG = ("verl", "trainer", "config")  # the package of verl's ppo_trainer.yaml
 SEARCHPATH = "hydra.searchpath"

@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 from omegaconf import DictConfig, ListConfig
 
-from verl_ext.composition import CONFIG_DIR, SEARCHPATH, override_key
+from verl_ext.launch.composition import CONFIG_DIR, SEARCHPATH, override_key
 
 RECIPE_SECTION = "recipe"
 MISSING = "???"
