@@ -50,7 +50,7 @@ install-gpu:
 # one tiny generate and one tiny update; CHECK_GPU_ARGS="--model PATH --attention IMPL" (see --help).
 check-gpu:
 	@test -x $(PY) || { echo "no $(VENV): run 'make install-gpu' first" >&2; exit 1; }
-	$(PY) -m verl_ext.apps.check_gpu $(CHECK_GPU_ARGS)
+	$(PY) -m verl_ext.apps.gpu.check_gpu $(CHECK_GPU_ARGS)
 
 demo: $(STAMP)
 	$(PY) -m verl_ext.apps.demo

@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # A first measurement on a bare GPU machine: python + torch (CUDA) + transformers and this repository, no vLLM /
 # verl / Ray / Hydra, no network, nothing installed. Under 10 minutes on one H100/H200 (BUDGET_S, default 540 s):
-#   1. the actor update on CUDA in bf16 for every attention backend (python -m verl_ext.apps.check_gpu --no-vllm):
+#   1. the actor update on CUDA in bf16 for every attention backend (python -m verl_ext.apps.gpu.check_gpu --no-vllm):
 #      log-probs and gradients against eager attention on the padded batch;
-#   2. verl 0.9.1's own actor (python -m verl_ext.apps.verl_actor: ActorRolloutRefWorker, role actor, without Ray)
+#   2. verl 0.9.1's own actor (python -m verl_ext.apps.gpu.verl_actor: ActorRolloutRefWorker, role actor, without Ray)
 #      built from a recipe's config (VERL_RECIPE, default bots/qwen2.5-1.5b-instruct_math) with its token budget,
 #      a few trainer steps per backend (VERL_BACKENDS, default the recipes' sdpa, then flex_attention, which gets
 #      what sdpa left of the step's time: its first step compiles), each backend under its own time guard; verl and its imports from the wheelhouse (WHEELHOUSE, default .gpu-wheelhouse:
 #      `make gpu-wheelhouse` on a machine with the network, carried beside the checkout) installed into $OUT/site,
 #      Ray from the import stub scripts/bare_gpu/ray_import_stub (only where no Ray is installed);
-#   3. the attention bench (python -m verl_ext.apps.bench.attention): forward + backward of a Qwen2.5-1.5B-shaped
+#   3. the attention bench (python -m verl_ext.apps.gpu.attention_bench): forward + backward of a Qwen2.5-1.5B-shaped
 #      model, random weights, on packed micro-batches of 8k / 16k / 32k tokens, per backend;
-#   4. the actor's step pattern (python -m verl_ext.apps.bench.attention --steps): eval forward, then train forward +
+#   4. the actor's step pattern (python -m verl_ext.apps.gpu.attention_bench --steps): eval forward, then train forward +
 #      backward, new micro-batch sizes each step, for the recipes' backend and sdpa: what compilation costs in the
 #      first step and whether later steps compile again;
 #   5. one Markdown table of all: $OUT/results.md (and $OUT/results.json; logs and raw JSON beside them).
@@ -57,7 +57,7 @@ echo "gpu_first_hour: device $DEVICE, model ${MODEL_PATH:-random weights ($SIZE 
 
 # 1. actor update per backend: at most a third of the budget (flex_attention compiles on its first call)
 limit=$(( $(left) / 3 + 1 ))
-limited "$limit" "$PYTHON" -m verl_ext.apps.check_gpu --no-vllm ${CPU_FLAG[@]+"${CPU_FLAG[@]}"} \
+limited "$limit" "$PYTHON" -m verl_ext.apps.gpu.check_gpu --no-vllm ${CPU_FLAG[@]+"${CPU_FLAG[@]}"} \
   ${MODEL_ARGS[@]+"${MODEL_ARGS[@]}"} --json "$OUT/update.json" 2>&1 | tee "$OUT/update.log"
 update_rc=${PIPESTATUS[0]}
 [[ $update_rc == 124 || $update_rc == 137 ]] && echo "gpu_first_hour: update check stopped at ${limit} s" >&2
@@ -80,7 +80,7 @@ fi
 PYTHONPATH=$verl_path "$PYTHON" -c 'import ray' 2>/dev/null || verl_path="$PWD/scripts/bare_gpu/ray_import_stub:$verl_path"
 if [[ $verl_rc == skipped ]]; then
   limit=$(( $(left) > STEPS_S + 31 ? ($(left) - STEPS_S - 30 < VERL_S ? $(left) - STEPS_S - 30 : VERL_S) : 1 ))
-  PYTHONPATH=$verl_path limited "$limit" "$PYTHON" -m verl_ext.apps.verl_actor ${CPU_FLAG[@]+"${CPU_FLAG[@]}"} \
+  PYTHONPATH=$verl_path limited "$limit" "$PYTHON" -m verl_ext.apps.gpu.verl_actor ${CPU_FLAG[@]+"${CPU_FLAG[@]}"} \
     --recipe "$VERL_RECIPE" --backends $VERL_BACKENDS ${MODEL_ARGS[@]+"${MODEL_ARGS[@]}"} --budget-s $(( limit - 20 )) \
     --guard-s $(( limit - 20 )) --workdir "$OUT/verl_actor" \
     --json "$OUT/verl_actor.json" 2>&1 | tee "$OUT/verl_actor.log"
@@ -90,7 +90,7 @@ fi
 
 # 3. attention bench: starts no measurement in its last 60 s, stopped STEPS_S + 15 s before the end of the budget
 limit=$(( $(left) > STEPS_S + 16 ? $(left) - STEPS_S - 15 : 1 ))
-limited "$limit" "$PYTHON" -m verl_ext.apps.bench.attention --device "$DEVICE" --size "$SIZE" --repeats "$REPEATS" \
+limited "$limit" "$PYTHON" -m verl_ext.apps.gpu.attention_bench --device "$DEVICE" --size "$SIZE" --repeats "$REPEATS" \
   ${MODEL_ARGS[@]+"${MODEL_ARGS[@]}"} --budget-s $(( limit - 60 > 0 ? limit - 60 : 0 )) --json "$OUT/bench.json" \
   2>&1 | tee "$OUT/bench.log"
 bench_rc=${PIPESTATUS[0]}
@@ -98,14 +98,14 @@ bench_rc=${PIPESTATUS[0]}
 
 # 4. the actor's step pattern: flex attention's first step compiles (about a minute on one H200), later ones should not
 limit=$(( $(left) > 16 ? $(left) - 15 : 1 ))
-limited "$limit" "$PYTHON" -m verl_ext.apps.bench.attention --device "$DEVICE" --size "$SIZE" --steps "$STEPS" \
+limited "$limit" "$PYTHON" -m verl_ext.apps.gpu.attention_bench --device "$DEVICE" --size "$SIZE" --steps "$STEPS" \
   --tokens "$STEP_TOKENS" --backends flex_attention sdpa ${MODEL_ARGS[@]+"${MODEL_ARGS[@]}"} --json "$OUT/steps.json" \
   2>&1 | tee "$OUT/steps.log"
 steps_rc=${PIPESTATUS[0]}
 [[ $steps_rc == 124 || $steps_rc == 137 ]] && echo "gpu_first_hour: actor steps stopped at their ${limit} s limit" >&2
 
 # 5. one table
-"$PYTHON" -m verl_ext.apps.bench.attention --summary "$OUT" || exit 1
+"$PYTHON" -m verl_ext.apps.gpu.attention_bench --summary "$OUT" || exit 1
 echo "gpu_first_hour: $(( SECONDS - start )) s; update check exit $update_rc, verl actor exit $verl_rc, bench exit" \
   "$bench_rc, actor steps exit $steps_rc; table: $OUT/results.md"
 [[ $update_rc == 0 && $verl_rc == 0 && $bench_rc == 0 && $steps_rc == 0 ]]

@@ -1,4 +1,4 @@
-"""The attention backends' verl overrides, requirements and batch layouts (verl_ext.attention). Their bench:
+"""The attention backends' verl overrides, requirements and batch layouts (verl_ext.models.attention). Their bench:
 tests/apps/bench/test_attention_on_cpu.py; backends' log-probs and gradients: tests/recipes/test_gpu_stack_on_cpu.py;
 the bench and the update check on a simulated bare GPU machine: tests/apps/test_check_gpu_on_cpu.py."""
 
@@ -9,8 +9,8 @@ import importlib.util
 import pytest
 import torch
 
-from verl_ext import attention
-from verl_ext.attention import BACKENDS, backend_of, config_problems, get_backend, model_inputs, predicting_rows
+from verl_ext.models import attention
+from verl_ext.models.attention import BACKENDS, backend_of, config_problems, get_backend, model_inputs, predicting_rows
 
 
 def test_overrides_select_the_backend_in_verl():
@@ -92,7 +92,7 @@ def test_start_up_line_names_backend_budgets_and_their_measurement():
     assert attention.attention_line(unmeasured) == (
         "attention flex_attention (packed), micro-batch tokens/GPU update 32768, log-probs 8192; flex_attention at "
         "32768: not measured on a GPU, its first step may stall (measured: flex_attention 8192, sdpa 16384; "
-        "verl_ext/attention.py MEASURED_PAIRS)")
+        "verl_ext/models/attention.py MEASURED_PAIRS)")
     fixed = compose_recipe("cbs", "qwen3-8b-base", "actor_rollout_ref.actor.use_dynamic_bsz=false",
                            "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=false",
                            "actor_rollout_ref.model.use_remove_padding=false")

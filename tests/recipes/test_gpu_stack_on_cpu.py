@@ -1,5 +1,5 @@
 """The GPU recipes request attention implementations the GPU install provides, each with micro-batch token budgets
-a GPU ran through the first step (verl_ext.attention.MEASURED_PAIRS), and those implementations handle verl's packed
+a GPU ran through the first step (verl_ext.models.attention.MEASURED_PAIRS), and those implementations handle verl's packed
 (remove-padding) batches correctly for the recipes' model families."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from omegaconf import OmegaConf
 from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config, Qwen3Config
 
 from tests.recipes.recipes import RECIPES, ROOT, compose_recipe
-from verl_ext.attention import (BACKENDS, MEASURED_PAIRS, SDPA_PER_SEQUENCE, AttentionBackend, actor_backend,
+from verl_ext.models.attention import (BACKENDS, MEASURED_PAIRS, SDPA_PER_SEQUENCE, AttentionBackend, actor_backend,
                                 attention_line, config_problems, micro_batch_budgets, model_inputs,
                                 register_sdpa_per_sequence, sequence_spans)
-from verl_ext.apps.bench.attention import model_config, random_model
-from verl_ext.apps.check_gpu import (RECIPE_ATTENTIONS, attention_is_provided, check_update, gpu_install_packages,
+from verl_ext.apps.gpu.attention_bench import model_config, random_model
+from verl_ext.apps.gpu.check_gpu import (RECIPE_ATTENTIONS, attention_is_provided, check_update, gpu_install_packages,
                                 requested_attentions, update_check)
 
 GPU_RECIPES = sorted((p.parent.name, p.stem) for p in RECIPES.glob("*/*.yaml")
@@ -110,7 +110,7 @@ def test_every_backend_without_a_cuda_kernel_is_checked_here():
 def test_each_backend_gives_the_padded_batchs_log_probs_and_gradients(name):
     """A tiny random Qwen2 (the recipes' family), fp32: the backend in its layout (packed rows, or padded) against
     eager attention on the padded batch, per-token log-probs and every parameter's gradient, then an AdamW step
-    (verl_ext.apps.check_gpu.update_check). flex_attention runs torch's reference path of the flex operator here
+    (verl_ext.apps.gpu.check_gpu.update_check). flex_attention runs torch's reference path of the flex operator here
     (its compiled kernel has no backward on CPU): this proves transformers' document mask built from the
     restarting position_ids and the operator's semantics, not the compiled CUDA kernel (check_gpu --no-vllm)."""
     config = model_config("tiny")

@@ -21,7 +21,7 @@ never uses that module does not pay for importing it, and modules that later bin
    ``transformers.modeling_utils`` is imported): verl trains on packed rows, for which transformers builds a dense
    ``T x T`` mask and torch's CPU kernel attends over the whole micro-batch (1,800 tokens in ``make demo``'s update:
    ~24x the work of its ~75-token sequences). Registered under the same name,
-   :func:`verl_ext.attention.sdpa_per_sequence_forward` runs torch's causal SDPA on each sequence of such a row
+   :func:`verl_ext.models.attention.sdpa_per_sequence_forward` runs torch's causal SDPA on each sequence of such a row
    and is transformers' SDPA everywhere else (padded rows, generation), so configs and saved checkpoints keep
    ``attn_implementation: sdpa``. In ``make bench``'s floor (issue 35): old log-probs 5.41 -> 3.19 s, update
    16.6 -> 12.8 s.
@@ -186,7 +186,7 @@ def _patch_sharded_save(fsdp_utils) -> None:
 
 
 def _register_packed_sdpa(_modeling_utils) -> None:
-    from verl_ext.attention import register_sdpa_per_sequence
+    from verl_ext.models.attention import register_sdpa_per_sequence
 
     register_sdpa_per_sequence("sdpa")
 

@@ -20,7 +20,7 @@ metrics, validation included, go to ``<trainer.default_local_dir>/metrics/from_s
 one file per run (see :mod:`verl_ext.trainer.records`).
 
 Before Ray starts, one line names the actor's attention backend, its micro-batch token budgets and whether a GPU
-measured that pair (:func:`verl_ext.attention.attention_line`).
+measured that pair (:func:`verl_ext.models.attention.attention_line`).
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def run(config) -> None:
     from verl.utils.config import validate_config
     from verl.utils.device import auto_set_device
 
-    from verl_ext.attention import attention_line
+    from verl_ext.models.attention import attention_line
     from verl_ext.trainer.build_axes import validate_axes, validate_training_data
     from verl_ext.cpu import is_cpu_mode, separate_async_settings
     from verl_ext.trainer.startup_checks import check_supported, check_validation_files

@@ -105,8 +105,8 @@ def async_problems(config) -> list[str]:
 
 def attention_problems(config) -> list[str]:
     """The actor's (and reference's, which copies the actor's model config) attention backend against its Ulysses
-    sequence-parallel size (:func:`verl_ext.attention.config_problems`)."""
-    from verl_ext.attention import actor_backend, config_problems
+    sequence-parallel size (:func:`verl_ext.models.attention.config_problems`)."""
+    from verl_ext.models.attention import actor_backend, config_problems
 
     backend = actor_backend(config)
     problems = []

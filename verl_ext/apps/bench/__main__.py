@@ -10,10 +10,11 @@ import json
 import platform
 from pathlib import Path
 
-from verl_ext.apps.bench import attention, bots, cbs, coba, floor, generation, progress, refill, step_share
+from verl_ext.apps.bench import bots, cbs, coba, floor, generation, progress, refill, step_share
+from verl_ext.apps.gpu import attention_bench
 from verl_ext.cpu import vllm_rollout
 
-BENCHMARKS = {"attention": (attention.run, attention.report),  # on a CPU only its tiny model (a run check)
+BENCHMARKS = {"attention": (attention_bench.run, attention_bench.report),  # on a CPU only its tiny model (a run check)
               "bots": (bots.run, bots.report), "cbs": (cbs.run, cbs.report), "coba": (coba.run, coba.report),
               "progress": (progress.run, progress.report), "generation": (generation.run, generation.report),
               "floor": (floor.run, floor.report),  # a demo step's profile beside plain torch's floor (issue 35)

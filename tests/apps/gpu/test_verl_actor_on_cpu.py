@@ -1,4 +1,4 @@
-"""Pieces of ``python -m verl_ext.apps.verl_actor`` (verl's own actor per attention backend without Ray) and the Ray
+"""Pieces of ``python -m verl_ext.apps.gpu.verl_actor`` (verl's own actor per attention backend without Ray) and the Ray
 import stub it runs with on a bare machine. The whole command on a simulated bare machine, through
 scripts/gpu_first_hour.sh: tests/apps/test_check_gpu_on_cpu.py."""
 
@@ -12,8 +12,8 @@ import textwrap
 
 import pytest
 
-from verl_ext.apps import verl_actor
-from verl_ext.attention import BACKENDS
+from verl_ext.apps.gpu import verl_actor
+from verl_ext.models.attention import BACKENDS
 from verl_ext.cpu import project_root
 
 STUB = os.path.join(project_root(), "scripts", "bare_gpu", "ray_import_stub")

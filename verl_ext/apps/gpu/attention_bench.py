@@ -1,8 +1,8 @@
 """Attention backends on the actor's packed micro-batches: forward + backward of a Qwen2.5-1.5B-shaped model.
 
-``python -m verl_ext.apps.bench attention`` (or ``python -m verl_ext.apps.bench.attention`` for the options). One
+``python -m verl_ext.apps.bench attention`` (or ``python -m verl_ext.apps.gpu.attention_bench`` for the options). One
 training step's model work as verl's FSDP actor does it: gradient checkpointing on (as every recipe), the decoder on one
-micro-batch of ``T`` tokens in the backend's layout (:mod:`verl_ext.attention`), then the next-token log-probs
+micro-batch of ``T`` tokens in the backend's layout (:mod:`verl_ext.models.attention`), then the next-token log-probs
 of the real tokens through the LM head (in chunks of 4096 rows, checkpointed, as the same work for every
 backend) and the backward. Random weights, no download: the model's shape is Qwen2.5-1.5B's (or
 ``--model``'s ``config.json``). On CUDA in bf16 at T = 8k / 16k / 32k; on CPU (fp32) only the tiny model
@@ -41,7 +41,7 @@ from pathlib import Path
 
 import torch
 
-from verl_ext.attention import BACKENDS, AttentionBackend, model_inputs, next_tokens, predicting_rows
+from verl_ext.models.attention import BACKENDS, AttentionBackend, model_inputs, next_tokens, predicting_rows
 
 SHAPES = {  # Qwen/Qwen2.5-1.5B's config.json [decision: the recipes' smallest policy family]; tiny: CPU checks
     "1.5b": dict(vocab_size=151936, hidden_size=1536, intermediate_size=8960, num_hidden_layers=28,
@@ -507,7 +507,7 @@ def report(rows: list[dict]) -> str:
 
 
 def summary(bench: dict | None, checks: dict | None) -> str:
-    """One Markdown table, a row per backend: its update check (``verl_ext.apps.check_gpu --json``) and its speed at
+    """One Markdown table, a row per backend: its update check (``verl_ext.apps.gpu.check_gpu --json``) and its speed at
     each micro-batch size (``--json`` of this bench); either may be missing (a step cut short)."""
     rows = (bench or {}).get("rows", [])
     speed = _speedups(rows)
@@ -540,7 +540,7 @@ def summary(bench: dict | None, checks: dict | None) -> str:
 
 def write_summary(out: Path) -> str:
     """``out/results.md`` and ``out/results.json`` from ``out/bench.json``, ``out/update.json`` and, where the
-    actor-step run and verl's actor (``python -m verl_ext.apps.verl_actor --json``) left them, ``out/steps.json``
+    actor-step run and verl's actor (``python -m verl_ext.apps.gpu.verl_actor --json``) left them, ``out/steps.json``
     and ``out/verl_actor.json`` with its table ``out/verl_actor.md``."""
     def load(name: str) -> dict | None:
         path = out / name
@@ -569,7 +569,7 @@ def run() -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m verl_ext.apps.bench.attention", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m verl_ext.apps.gpu.attention_bench", description=__doc__.split("\n")[0])
     parser.add_argument("--size", default="1.5b", choices=sorted(SHAPES), help="model shape (default 1.5b)")
     parser.add_argument("--model", default=None, help="take the shape from this checkpoint's config.json")
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
@@ -587,7 +587,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stall-s", type=float, default=STALL_S, help="with --steps: a call running this long "
                         "prints its Python stack, again every as many seconds (default %(default)s)")
     parser.add_argument("--summary", metavar="DIR", help="run nothing: write DIR/results.md (one table) and "
-                        "DIR/results.json from DIR/bench.json, DIR/update.json (verl_ext.apps.check_gpu --json) and "
+                        "DIR/results.json from DIR/bench.json, DIR/update.json (verl_ext.apps.gpu.check_gpu --json) and "
                         "DIR/steps.json (--steps)")
     args = parser.parse_args(argv)
     if args.summary:

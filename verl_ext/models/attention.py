@@ -190,7 +190,7 @@ def flex_reference() -> Iterator[None]:
     operator (dense scores, the same ``score_mod`` and block mask, torch's autograd formula for the backward)
     instead of the compiled kernel, which has no backward on CPU, and builds the block mask from transformers'
     ``mask_mod`` without compiling it. It checks transformers' document mask and the operator's semantics on CPU;
-    it says nothing about the compiled kernels (CUDA: ``verl_ext.apps.check_gpu``)."""
+    it says nothing about the compiled kernels (CUDA: ``verl_ext.apps.gpu.check_gpu``)."""
     from torch._higher_order_ops.flex_attention import flex_attention as flex_attention_op
     from torch.nn.attention.flex_attention import _apply_kernel_options, create_block_mask
     from transformers import masking_utils
@@ -280,7 +280,7 @@ def register_sdpa_per_sequence(name: str = SDPA_PER_SEQUENCE) -> None:
 # ------------------------------------------------------------------ (backend, micro-batch budget) pairs a GPU ran
 @dataclass(frozen=True)
 class Measurement:
-    """A GPU run of the actor's step pattern (``python -m verl_ext.apps.bench.attention --steps``: per step two eval
+    """A GPU run of the actor's step pattern (``python -m verl_ext.apps.gpu.attention_bench --steps``: per step two eval
     forwards and two train forward + backward micro-batches of new sizes in ``[3T/4, T]`` tokens, Qwen2.5-1.5B's
     shape with random weights, bf16, gradient checkpointing) that finished its first step."""
     card: str
@@ -296,10 +296,10 @@ class Measurement:
 MEASURED_PAIRS: dict[tuple[str, int], Measurement] = {
     ("flex_attention", 8192): Measurement(
         "NVIDIA H200", "2026-11-26", "torch 2.11.0+cu130, transformers 5.17.0", 66.6, (0.67, 0.85),
-        "python -m verl_ext.apps.bench.attention --steps 12 --tokens 8192 --backends flex_attention"),
+        "python -m verl_ext.apps.gpu.attention_bench --steps 12 --tokens 8192 --backends flex_attention"),
     ("sdpa", 16384): Measurement(
         "NVIDIA H200", "2026-11-26", "torch 2.11.0+cu130, transformers 5.17.0", None, (3.0, 3.1),
-        "python -m verl_ext.apps.bench.attention --steps N --tokens 16384 --backends sdpa (3.0-3.1 s a step after "
+        "python -m verl_ext.apps.gpu.attention_bench --steps N --tokens 16384 --backends sdpa (3.0-3.1 s a step after "
         "two warm-up steps)"),
 }
 
@@ -344,4 +344,4 @@ def attention_line(config) -> str:
     missing = ", ".join(named[b] for b, m in found.items() if m is None)
     known = ", ".join(f"{name} {b}" for name, b in MEASURED_PAIRS)
     return (f"{head}; {backend.name} at {missing}: not measured on a GPU, its first step may stall (measured: "
-            f"{known}; verl_ext/attention.py MEASURED_PAIRS)")
+            f"{known}; verl_ext/models/attention.py MEASURED_PAIRS)")

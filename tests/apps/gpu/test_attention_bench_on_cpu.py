@@ -1,4 +1,4 @@
-"""The attention bench (verl_ext/apps/bench/attention.py) on the tiny model: realistic micro-batches, its rows and
+"""The attention bench (verl_ext/apps/gpu/attention_bench.py) on the tiny model: realistic micro-batches, its rows and
 tables, its time budget. The backends themselves: tests/test_attention_on_cpu.py."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from verl_ext.apps.bench import attention as bench
+from verl_ext.apps.gpu import attention_bench as bench
 from verl_ext.apps.bench.__main__ import BENCHMARKS
 
 

@@ -1,4 +1,4 @@
-"""``python -m verl_ext.apps.check_gpu`` on a machine without a GPU (its ``main`` in this process; as a command in
+"""``python -m verl_ext.apps.gpu.check_gpu`` on a machine without a GPU (its ``main`` in this process; as a command in
 scripts/gpu_first_hour.sh, the last test), and its pieces that run on a CPU."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
-from verl_ext.apps import check_gpu
-from verl_ext.attention import BACKENDS
+from verl_ext.apps.gpu import check_gpu
+from verl_ext.models.attention import BACKENDS
 from verl_ext.cpu import project_root
 
 ROOT = Path(project_root())
@@ -231,10 +231,10 @@ def test_first_hour_script_dry_run_on_a_bare_machine(first_hour):
     imported (check_gpu --no-vllm --cpu among the steps)."""
     out, records = first_hour
     programs = [_program(r) for r in records]
-    assert sorted(programs) == sorted(["-c"] * 3 + ["pip/__main__.py", "apps/check_gpu.py"] + ["apps/verl_actor.py"] * 3
-                                      + ["bench/attention.py"] * 3), programs  # -c: versions, verl?, ray?
+    assert sorted(programs) == sorted(["-c"] * 3 + ["pip/__main__.py", "gpu/check_gpu.py"] + ["gpu/verl_actor.py"] * 3
+                                      + ["gpu/attention_bench.py"] * 3), programs  # -c: versions, verl?, ray?
     for r, program in zip(records, programs):
-        if program in ("apps/verl_actor.py", "pip/__main__.py", "-c"):
+        if program in ("gpu/verl_actor.py", "pip/__main__.py", "-c"):
             continue
         assert not {"verl", "vllm", "ray", "hydra", "omegaconf"} & set(r["modules"]), r["argv"]
         assert not {"verl", "vllm", "ray", "hydra"} & {b.partition(".")[0] for b in r["blocked"]}, r

@@ -1,4 +1,4 @@
-"""``python -m verl_ext.apps.verl_actor`` (also ``python -m verl_ext.apps.check_gpu --verl-actor``): verl 0.9.1's own
+"""``python -m verl_ext.apps.gpu.verl_actor`` (also ``python -m verl_ext.apps.gpu.check_gpu --verl-actor``): verl 0.9.1's own
 actor training step, as the recipes' trainer builds it, on one GPU without Ray, per attention backend.
 
 What runs is the object the trainer's actor workers run: ``verl.workers.engine_workers.ActorRolloutRefWorker``
@@ -50,10 +50,10 @@ from pathlib import Path
 
 import torch
 
-from verl_ext.attention import BACKENDS, AttentionBackend, get_backend
+from verl_ext.models.attention import BACKENDS, AttentionBackend, get_backend
 
 DEFAULT_RECIPE = "bots/qwen2.5-1.5b-instruct_math"  # its model, Qwen2.5-1.5B-Instruct, has the bench's 1.5b shape
-LOGP_TOL = {"fp32": 1e-4, "bf16": 0.25}  # [decision] as verl_ext.apps.check_gpu (fp32 on CPU, bf16 autocast on CUDA)
+LOGP_TOL = {"fp32": 1e-4, "bf16": 0.25}  # [decision] as verl_ext.apps.gpu.check_gpu (fp32 on CPU, bf16 autocast on CUDA)
 CPU_TOKENS = 512  # [decision] the CPU dry run's token budget (the tiny model; a recipe's 16k would need GBs of masks)
 SEED = 0
 
@@ -173,7 +173,7 @@ def write_checkpoint(out: Path, size: str, layers: int | None, device: str, mode
     from tokenizers import Tokenizer, models
     from transformers import PreTrainedTokenizerFast
 
-    from verl_ext.apps.bench.attention import model_config, random_model
+    from verl_ext.apps.gpu.attention_bench import model_config, random_model
 
     config = model_config(size, layers, model_path)
     model = random_model(config, "sdpa", device, torch.bfloat16 if device == "cuda" else torch.float32, seed=SEED)
@@ -235,7 +235,7 @@ def eager_log_probs(model_path: str, batch: dict[str, torch.Tensor], temperature
     rows grouped so that rows x longest row <= ``max_tokens``): the reference verl's packed pass must equal."""
     from transformers import AutoModelForCausalLM
 
-    from verl_ext.attention import token_log_probs
+    from verl_ext.models.attention import token_log_probs
 
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32, attn_implementation="eager")
     model = model.to(device).eval()
@@ -375,7 +375,7 @@ def guarded_run(backend: AttentionBackend, config_path: Path, workdir: Path, dev
     """Run the backend in a child process; stop it (and its children) at ``guard_s``. The row says how it ended."""
     progress_path, log_path = workdir / f"{_safe(backend.name)}.json", workdir / f"{_safe(backend.name)}.log"
     progress_path.unlink(missing_ok=True)
-    command = [sys.executable, "-m", "verl_ext.apps.verl_actor", "--child", "--config", str(config_path),
+    command = [sys.executable, "-m", "verl_ext.apps.gpu.verl_actor", "--child", "--config", str(config_path),
                "--backends", backend.name, "--steps", str(steps), "--micro-batches", str(micro_batches),
                "--json", str(progress_path)] + (["--cpu"] if device == "cpu" else [])
     env = dict(os.environ)
@@ -459,7 +459,7 @@ def report(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m verl_ext.apps.verl_actor", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m verl_ext.apps.gpu.verl_actor", description=__doc__.split("\n")[0])
     parser.add_argument("--recipe", default=DEFAULT_RECIPE, help=f"GROUP/SETTING under recipes/ (default "
                         f"{DEFAULT_RECIPE})")
     parser.add_argument("--backends", nargs="+", choices=list(BACKENDS), default=list(BACKENDS),
@@ -487,7 +487,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("no CUDA device visible to torch; --cpu runs the dry run")
     import tempfile
 
-    from verl_ext.apps.bench.attention import environment, skip_reason
+    from verl_ext.apps.gpu.attention_bench import environment, skip_reason
 
     deadline = time.monotonic() + (args.budget_s if args.budget_s is not None else math.inf)
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="verl_actor_"))

@@ -1,4 +1,4 @@
-"""``make check-gpu`` / ``python -m verl_ext.apps.check_gpu``: is this GPU machine ready for the recipes?
+"""``make check-gpu`` / ``python -m verl_ext.apps.gpu.check_gpu``: is this GPU machine ready for the recipes?
 
 Run it after ``make install-gpu`` and before a launcher. One line per check, exit 1 at the first failure:
 
@@ -6,7 +6,7 @@ Run it after ``make install-gpu`` and before a launcher. One line per check, exi
 2. torch is a CUDA build, the NVIDIA driver is new enough for that CUDA (verl's ``vllm`` extra pins torch
    2.11.0, whose PyPI wheel needs the CUDA 13.0 libraries: driver generation >= 580), and torch sees GPUs;
 3. vLLM imports;
-4. the attention backends the recipes request can run (:mod:`verl_ext.attention`; ``flex_attention``, ``sdpa``: torch itself;
+4. the attention backends the recipes request can run (:mod:`verl_ext.models.attention`; ``flex_attention``, ``sdpa``: torch itself;
    ``flash_attention_2``: the ``flash_attn`` package, which the GPU install does not bring);
 5. one tiny vLLM generation, and one tiny actor update as verl's FSDP engine runs it (fp32 parameters, bf16
    autocast, the backend's layout: packed rows without attention mask, or padded) on a small model (default: the
@@ -14,7 +14,7 @@ Run it after ``make install-gpu`` and before a launcher. One line per check, exi
    attention's on the padded batch, and far from those of packed sequences that see each other.
 
 ``--no-vllm``: a bare GPU machine with torch and transformers only (no vLLM, verl, Ray, Hydra; none imported):
-no Python bound, no vLLM; the actor update for every backend of :data:`verl_ext.attention.BACKENDS` (those that
+no Python bound, no vLLM; the actor update for every backend of :data:`verl_ext.models.attention.BACKENDS` (those that
 cannot run here skipped with the reason, a failing one listed and the others still checked) on random weights of
 Qwen2.5-1.5B's shape cut to 2 layers (or ``--model``); ``--json`` keeps the rows (``scripts/gpu_first_hour.sh``).
 ``--cpu`` runs the update on the CPU in fp32 (flex_attention through torch's reference path: no CPU backward).
@@ -25,7 +25,7 @@ default ``flash_attention_2`` (``verl/workers/config/model.py:185``). The GPU in
 (``flash-attn==2.8.3``), and PyPI serves flash-attn as source only (a CUDA compile on the user's machine). vLLM
 0.24.0 brings its own attention kernels for generation, not for transformers. The recipes therefore request
 ``flex_attention`` (torch's compiled block-sparse kernel, no extra package) or ``sdpa``, each with a micro-batch
-token budget a GPU ran through its first step (:data:`verl_ext.attention.MEASURED_PAIRS`), and keep
+token budget a GPU ran through its first step (:data:`verl_ext.models.attention.MEASURED_PAIRS`), and keep
 ``use_remove_padding``: verl calls the model with ``attention_mask=None`` and per-sequence ``position_ids``
 (``verl/workers/engine/fsdp/transformer_impl.py:1256-1260``), verl's remove-padding patch only touches flash
 attention (``verl/models/transformers/monkey_patch.py:544-552``), and transformers masks the packed sequences
@@ -36,7 +36,7 @@ minute of compilation in the first step, but in the actor's step pattern only it
 finish the first step. With flash-attn installed by hand,
 ``actor_rollout_ref.model.override_config.attn_implementation=flash_attention_2`` restores verl's default;
 ``--attention flash_attention_2`` checks it here. The other backends and their overrides:
-:mod:`verl_ext.attention`; their speed: ``python -m verl_ext.apps.bench attention``.
+:mod:`verl_ext.models.attention`; their speed: ``python -m verl_ext.apps.bench attention``.
 """
 
 from __future__ import annotations
@@ -56,9 +56,9 @@ from pathlib import Path
 
 import torch
 
-from verl_ext.attention import (BACKENDS, MEASURED_PAIRS, AttentionBackend, flex_reference, get_backend,
+from verl_ext.models.attention import (BACKENDS, MEASURED_PAIRS, AttentionBackend, flex_reference, get_backend,
                                 token_log_probs)
-from verl_ext.apps.bench.attention import model_config, one_cpu_thread, random_model
+from verl_ext.apps.gpu.attention_bench import model_config, one_cpu_thread, random_model
 
 VERL_DEFAULT_ATTENTION = "flash_attention_2"  # verl/workers/config/model.py:185
 # what the recipes request: the backends of the measured pairs (tests/recipes/test_gpu_stack_on_cpu.py)
@@ -175,7 +175,7 @@ def update_check(build: Callable[[], torch.nn.Module], backend: AttentionBackend
     log-prob gap and the relative L2 gap of all gradients (loss: mean token log-prob). The same two gaps for packed
     rows whose positions do not restart (the sequences see each other) give the scale of a wrong mask. Then an
     AdamW step: the loss and the largest parameter change. On CPU, flex_attention runs torch's reference path
-    (:func:`verl_ext.attention.flex_reference`; its compiled kernel has no backward there)."""
+    (:func:`verl_ext.models.attention.flex_reference`; its compiled kernel has no backward there)."""
     model = build().to(device).train()
     gen = torch.Generator().manual_seed(0)
     seqs = [torch.randint(3, model.config.vocab_size, (n,), generator=gen).to(device) for n in UPDATE_LENGTHS]
@@ -331,7 +331,7 @@ def run_checks(model: str | None, attentions: list[str] | None, device: str = "c
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m verl_ext.apps.check_gpu", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m verl_ext.apps.gpu.check_gpu", description=__doc__.split("\n")[0])
     parser.add_argument("--model", default=None, help="HF model path (default: the embedded SmolLM2-135M-Instruct; "
                         "with --no-vllm, random weights)")
     parser.add_argument("--attention", nargs="+", default=None, choices=list(BACKENDS), metavar="BACKEND",
