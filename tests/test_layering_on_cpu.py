@@ -1,8 +1,8 @@
 """The floors of the house: no module imports one from a floor above its own.
 
-From the bottom: the library (``verl_ext`` but ``verl_ext.apps``: axes, rewards, cpu, trainer, models, main, ...),
+From the bottom: the library (``verl_ext`` but ``verl_ext.apps``: axes, rewards, cpu, trainer, models, launch, ...),
 then ``data_prep``, then ``eval``, then the applications (``verl_ext.apps``). Every import counts, those inside
-functions too.
+functions too. No module stands loose at ``verl_ext``'s root but the two entry points.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 FLOORS = ("library", "data_prep", "eval", "apps")
+ROOT_MODULES = {"__init__.py", "main.py", "sft.py"}  # python -m verl_ext.main / verl_ext.sft: verl_ext.launch's
 
 
 def floor(module: str) -> str | None:
@@ -71,3 +72,20 @@ def test_an_upward_import_is_named_with_its_line(tmp_path, package, source, name
     probe.write_text(source)
     (problem,) = upward_imports([probe], root=tmp_path)
     assert problem.startswith(f"{package}/probe.py:") and problem.endswith(named)
+
+
+def loose_modules(package: Path) -> list[str]:
+    """The modules at ``package``'s root besides :data:`ROOT_MODULES` (each belongs in a room of its own)."""
+    return sorted(p.name for p in package.glob("*.py") if p.name not in ROOT_MODULES)
+
+
+def test_no_module_stands_loose_at_the_packages_root():
+    assert loose_modules(ROOT / "verl_ext") == []
+    for name in ROOT_MODULES - {"__init__.py"}:  # the entry points: one import and the call
+        assert len((ROOT / "verl_ext" / name).read_text().splitlines()) <= 10, name
+
+
+def test_a_loose_module_is_named(tmp_path):
+    for name in (*ROOT_MODULES, "helpers.py"):
+        (tmp_path / name).write_text("")
+    assert loose_modules(tmp_path) == ["helpers.py"]
