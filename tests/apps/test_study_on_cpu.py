@@ -87,9 +87,19 @@ def test_the_summary_is_a_t_interval_over_seed_means_and_a_paired_difference_wit
     assert rows[("coba", "heldout")]["diff"]["mean"] == pytest.approx(0.1)  # +0.1, 0, +0.2
     assert study.summarize(study.per_seed({"coba": series["coba"]}, {"coba": {0: None}}))[0]["diff"] is None
 
-    table = study.write(tmp_path, series, heldout, "the note")
+    import matplotlib.pyplot as plt
+
+    kept = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(plt, "close", kept.append)  # keep the figures to read their titles
+        table = study.write(tmp_path, series, heldout, "the note")
     assert table.count("| `coba` |") == len(study.METRICS) + 1 and "minus `uniform`, paired by seed" in table
     assert all((tmp_path / f"{k}.png").stat().st_size > 5000 for k in study.METRICS)
+    steps = len(series["coba"][0]["etr"])
+    assert len(kept) == len(study.METRICS) and all(
+        " ".join(fig.axes[0].get_title().split()).endswith(f"3 seeds a method (line: mean, band: min-max), CPU, "
+                                                           f"{steps} RL steps of the real trainer") for fig in kept)
+    plt.close("all")
     assert json.loads((tmp_path / "study.json").read_text())["summary"][0]["method"] == "uniform"
     study.write(tmp_path, {"coba": series["coba"]}, {"coba": {}}, "n")
     assert "`uniform` is not among the methods: no paired differences" in (tmp_path / "study.md").read_text()

@@ -303,6 +303,32 @@ def test_plots(bots_runs, tmp_path):
     assert plots.main(["--runs", f"empty={bots_runs['bots_dots']}", "--out", str(tmp_path / "none")]) == []
 
 
+def test_an_evaluation_plot_shows_its_interval_and_says_what_it_is(bots_runs, tmp_path, monkeypatch):
+    """The typed entry point: the caller's interval is an error bar from ``low`` to ``high`` at its step, and every
+    figure's title carries the subtitle."""
+    import matplotlib.pyplot as plt
+    from matplotlib.container import ErrorbarContainer
+
+    kept = []
+    monkeypatch.setattr(plots.plt, "close", kept.append)  # keep the figures to read them
+    interval = plots.Interval("math500", STEPS[-1], 0.55, 0.7, "95% CI of the change")
+    subtitle = "one seed, CPU, 100 RL steps"
+    written = plots.run(plots.PlotsConfig(runs={"bots": bots_runs["bots"]}, out=tmp_path, subtitle=subtitle,
+                                          intervals={"bots": interval}))
+    assert written and len(kept) == len(written)
+    for fig in kept:
+        titles = [ax.get_title() for ax in fig.axes] + [fig._suptitle.get_text() if fig._suptitle else ""]
+        assert any(subtitle in t for t in titles), titles
+    (ax,) = kept[[p.name for p in written].index("eval_math500.png")].axes
+    (bar,) = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
+    (segment,) = bar.lines[2][0].get_segments()
+    assert segment.tolist() == [[STEPS[-1], 0.55], [STEPS[-1], 0.7]]
+    assert "95% CI of the change" in [t.get_text() for t in ax.get_legend().get_texts()]
+    (other,) = kept[[p.name for p in written].index("eval_aime24.png")].axes
+    assert not other.containers  # the interval is math500's only
+    plt.close("all")
+
+
 def test_bots_aggregate_is_the_domains_benchmarks_only(tmp_path):
     runs = {n: tmp_path / n for n in ("random", "bots", "partial")}
     # an extra benchmark (gsm8k) where bots is far behind: it must not move the aggregate

@@ -275,6 +275,13 @@ def heldout_change(before: Path, after: Path) -> dict:
             "high": float(ci.high)}
 
 
+def plot_subtitle(args, policy: str) -> str:
+    """What a reader of the demo's plots needs: one seed, CPU, the steps, the model and the held-out tasks x samples."""
+    held = f"held-out {args.eval_tasks} tasks x {args.eval_k} samples" if args.eval_tasks > 0 else "no held-out tasks"
+    return (f"one seed ({args.seed}), CPU, {args.steps} RL steps of {args.tasks} tasks / {args.budget} rollouts; "
+            f"{policy} (SmolLM2-135M-Instruct warm start); {held}")
+
+
 def print_summary(signal: dict, change: dict | None, args) -> list[str]:
     """Print what the demo compares; returns the targets missed."""
     missed = []
@@ -379,9 +386,14 @@ def main(argv: list[str] | None = None) -> int:
     report.mkdir(parents=True, exist_ok=True)
     (report / "summary.json").write_text(json.dumps({"selection": signal, "heldout": change, "missed": missed},
                                                     indent=2))
-    pngs = plots.main(["--runs", f"bots+coba={run}", "--out", str(report), "--baseline",
-                       f"uniform (expected):etr={signal['uniform_expected_etr']:.4f},"
-                       f"degenerate={signal['uniform_expected_degenerate']:.4f}"])
+    uniform = "uniform (expected)"
+    intervals = {} if change is None else {"bots+coba": plots.Interval(
+        TASK, args.steps, change["before"] + change["low"], change["before"] + change["high"],
+        "95% paired bootstrap CI of the change")}
+    pngs = plots.run(plots.PlotsConfig(
+        runs={"bots+coba": run}, out=report, subtitle=plot_subtitle(args, Path(warm).name), intervals=intervals,
+        baselines={"etr": {uniform: signal["uniform_expected_etr"]},
+                   "degenerate": {uniform: signal["uniform_expected_degenerate"]}}))
     print(f"\nplots: {', '.join(str(p) for p in pngs)}\nsummary: {report / 'summary.json'}")
     print(f"demo finished in {time.monotonic() - start:.0f} s")
     return 0

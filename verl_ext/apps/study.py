@@ -282,7 +282,17 @@ def band(ax, runs: dict[int, dict[str, list[float]]], key: str, label: str, styl
     ax.fill_between(steps, y.min(0), y.max(0), color=line.get_color(), alpha=0.12)
 
 
+def plot_subtitle(series: Series) -> str:
+    """What a reader of the study's plots needs: the seeds, the machine and the steps."""
+    seeds = sorted({len(runs) for runs in series.values()})
+    steps = sorted({len(run["etr"]) for runs in series.values() for run in runs.values()})
+    return (f"{'/'.join(map(str, seeds))} seed{'s' if seeds != [1] else ''} a method (line: mean, band: min-max), "
+            f"CPU, {'/'.join(map(str, steps))} RL steps of the real trainer")
+
+
 def plots(series: Series, out: Path) -> list[Path]:
+    import textwrap
+
     import matplotlib
 
     matplotlib.use("Agg")
@@ -290,10 +300,11 @@ def plots(series: Series, out: Path) -> list[Path]:
 
     paths = []
     for key, label in METRICS.items():
-        fig, ax = plt.subplots(figsize=(5, 3.5))
+        fig, ax = plt.subplots(figsize=(5, 4))
         for method, runs in series.items():
             band(ax, runs, key, method)
-        ax.set(title=label, xlabel="step")
+        ax.set_title(f"{label}\n{textwrap.fill(plot_subtitle(series), 70)}", fontsize=9)
+        ax.set(xlabel="step")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
         fig.tight_layout()

@@ -233,3 +233,10 @@ def test_model_overrides_are_typed_and_unknown_fields_named():
         grid.overrides(["learner.speed=2"])
     study = grid.studies(steps=0.01, tasks=2_000, learner_set={"lr": 0.5})["bots"]
     assert study.scenario.learner.lr == 0.5 and study.scenario.world.tasks == 2_000
+
+
+def test_a_grid_plot_says_it_is_simulated_with_its_seeds_and_steps():
+    from verl_ext.apps.sim.grid_plots import sim_note
+
+    runs = {"grpo": {0: {"etr": [0.5] * 6}, 1: {"etr": [0.4] * 6}}, "bots": {0: {"etr": [0.6] * 6}, 1: {"etr": [0.6] * 6}}}
+    assert sim_note(runs) == "simulated (a model's prediction, no training): 2 seeds, 6 steps"

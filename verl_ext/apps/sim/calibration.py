@@ -104,6 +104,10 @@ def plot(real: Series, sim: Series, path: Path) -> Path:
         ax.set(title=label, xlabel="step")
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=7)
+    seeds = lambda series: "/".join(map(str, sorted({len(runs) for runs in series.values()})))  # noqa: E731
+    steps = sorted({len(run["etr"]) for runs in real.values() for run in runs.values()})
+    fig.suptitle(f"real: CPU trainer, {seeds(real)} seeds; sim: simulated, {seeds(sim)} seeds; "
+                 f"{'/'.join(map(str, steps))} steps (line: mean, band: min-max)", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

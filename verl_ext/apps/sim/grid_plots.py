@@ -1,5 +1,5 @@
 """PNG plots of a simulated grid: evaluation curves per study (mean over seeds, band = min..max), the ρ / λ
-sweeps, ETR over steps, and CoBA's task-transition matrices."""
+sweeps, ETR over steps, and CoBA's task-transition matrices; each says it is simulated, with its seeds and steps."""
 
 from __future__ import annotations
 
@@ -17,7 +17,16 @@ from verl_ext.apps.sim.report import Records, curve, per_seed  # noqa: E402
 SWEEP_MARKERS = (" rho=", " lambda=", " noise=", " proxy=")
 
 
-def _save(fig, path: Path) -> Path:
+def sim_note(runs: dict[str, dict[int, dict]]) -> str:
+    """The subtitle of a plot of ``runs`` (setting -> seed -> record): simulated, its seeds and steps."""
+    seeds = sorted({len(by_seed) for by_seed in runs.values()})
+    steps = sorted({len(r["etr"]) for by_seed in runs.values() for r in by_seed.values()})
+    return (f"simulated (a model's prediction, no training): {'/'.join(map(str, seeds))} seeds, "
+            f"{'/'.join(map(str, steps))} steps")
+
+
+def _save(fig, path: Path, note: str) -> Path:
+    fig.suptitle(note, fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -36,7 +45,7 @@ def curves(name: str, runs: dict[str, dict[int, dict]], metric: str, out: Path, 
     ax.set(title=f"{name}: held-out {metric} (simulation, mean over seeds)", xlabel="step", ylabel=metric)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    return _save(fig, out / f"{prefix}{name}_curves.png")
+    return _save(fig, out / f"{prefix}{name}_curves.png", sim_note(runs))
 
 
 def sweeps(runs: dict[str, dict[int, dict]], metric: str, out: Path, prefix: str) -> Path:
@@ -52,7 +61,7 @@ def sweeps(runs: dict[str, dict[int, dict]], metric: str, out: Path, prefix: str
         ax.set_xscale("symlog", linthresh=0.05)
         ax.grid(alpha=0.3)
         ax.legend()
-    return _save(fig, out / f"{prefix}bots_sweeps.png")
+    return _save(fig, out / f"{prefix}bots_sweeps.png", sim_note(runs))
 
 
 def etr(name: str, runs: dict[str, dict[int, dict]], out: Path, prefix: str) -> Path:
@@ -65,7 +74,7 @@ def etr(name: str, runs: dict[str, dict[int, dict]], out: Path, prefix: str) -> 
     ax.set(title=f"{name}: effective task ratio of the selected batch", xlabel="step", ylabel="ETR", ylim=(0, 1))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    return _save(fig, out / f"{prefix}{name}_etr.png")
+    return _save(fig, out / f"{prefix}{name}_etr.png", sim_note(runs))
 
 
 def transitions(runs: dict[str, dict[int, dict]], settings: tuple[str, ...], out: Path, prefix: str) -> Path:
@@ -81,7 +90,7 @@ def transitions(runs: dict[str, dict[int, dict]], settings: tuple[str, ...], out
         ax.set_xticks(range(len(PASS_RATE_BINS)), PASS_RATE_BINS, rotation=45, fontsize=7)
         ax.set_yticks(range(len(PASS_RATE_BINS)), PASS_RATE_BINS, fontsize=7)
         ax.set(title=setting, xlabel="final pass rate", ylabel="initial pass rate")
-    return _save(fig, out / f"{prefix}coba_transitions.png")
+    return _save(fig, out / f"{prefix}coba_transitions.png", sim_note({s: runs[s] for s in settings}))
 
 
 def all_plots(records: Records, metrics: dict[str, str], out: Path, prefix: str = "") -> list[Path]:

@@ -172,8 +172,9 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def plot(rows: list[dict], path) -> None:
-    """Per world, ETR and final accuracy against the queue's depth, one line per setting (mean over seeds)."""
+def plot(rows: list[dict], path, note: str) -> None:
+    """Per world, ETR and final accuracy against the queue's depth, one line per setting (mean over seeds); ``note``
+    (simulated, seeds, steps) above."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -192,6 +193,7 @@ def plot(rows: list[dict], path) -> None:
                 axes[i, j].set_ylabel({"etr": "ETR (mean over steps)", "accuracy": "final held-out accuracy"}[metric])
         axes[0, j].set_title(f"world {w} (simulated)")
     axes[0, 0].legend(fontsize=8)
+    fig.suptitle(note, fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -226,13 +228,14 @@ def main(argv: list[str] | None = None) -> int:
     rows = study(base, worlds, list(range(args.seeds)), [int(d) for d in args.depths.split(",")], args.overlap)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    text = (f"Simulated (a model's prediction, not a measurement): {args.seeds} seeds x {args.steps} steps of "
-            f"{args.batch} prompts x {args.rollouts} rollouts, N = {args.tasks}, "
+    note = (f"Simulated (a model's prediction, not a measurement): {args.seeds} seeds x {args.steps} steps of "
+            f"{args.batch} prompts x {args.rollouts} rollouts")
+    text = (f"{note}, N = {args.tasks}, "
             f"{'separate (overlapping)' if args.overlap else 'colocated'} generation; threshold = depth + 1.\n\n"
             + table(rows) + "\n")
     (out / "staleness.md").write_text(text)
     (out / "staleness.json").write_text(json.dumps(rows))
-    plot(rows, out / "staleness.png")
+    plot(rows, out / "staleness.png", note)
     print(text)
     return 0
 
