@@ -27,6 +27,7 @@ import contextlib
 import json
 import math
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Iterable
 
@@ -104,6 +105,80 @@ def summary(rows: list[dict], weak_column: str, strong_column: str) -> dict[str,
             "weak_le_strong": sum(w <= s for w, s in zip(weak, strong)) / n}
 
 
+@dataclass(frozen=True)
+class RefConfig:
+    """What ``python -m data_prep.reference_pass_rates`` computes (its flags, one field each)."""
+
+    input: str
+    out: str
+    weak_model: str | None = None
+    strong_model: str | None = None
+    n: int = 16
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 4096
+    backend: str = "auto"
+    batch_size: int = 32
+    seed: int = 0
+    weak_column: str = "weak_pass_rate"
+    strong_column: str = "strong_pass_rate"
+    overwrite: bool = False
+    samples_out: str | None = None
+
+    def __post_init__(self):
+        if self.weak_column == self.strong_column:
+            raise ValueError("--weak-column and --strong-column must differ")
+        if self.n < 1 or self.max_new_tokens < 1 or self.batch_size < 1:
+            raise ValueError("--n, --max-new-tokens and --batch-size must be >= 1")
+
+
+class MissingModel(ValueError):
+    """A column has values to compute and its model is not given."""
+
+
+def run(config: RefConfig) -> dict[str, float]:
+    """Fill the missing pass rates of ``config.input`` into ``config.out``; returns :func:`summary` of the rows.
+    Raises :class:`~data_prep.schema.DataError` (bad input) or :class:`MissingModel`."""
+    columns = {"weak": config.weak_column, "strong": config.strong_column}
+    models = {"weak": config.weak_model, "strong": config.strong_model}
+    sampling = Sampling(n=config.n, temperature=config.temperature, top_p=config.top_p,
+                        max_new_tokens=config.max_new_tokens, seed=config.seed)
+    rows = load_rows(config.input, columns.values())
+    todo = {role: [p for p, row in enumerate(rows) if config.overwrite or columns[role] not in row["extra_info"]]
+            for role in ROLES}
+    for role in ROLES:
+        if todo[role] and not models[role]:
+            raise MissingModel(f"{len(todo[role])} of {len(rows)} rows lack extra_info.{columns[role]}: "
+                               f"pass --{role}-model")
+    if not any(todo.values()):
+        print(f"all {len(rows)} rows already have {columns['weak']} and {columns['strong']}: copying "
+              "(--overwrite recomputes)")
+    for role in ROLES:
+        count = len(todo[role])
+        if config.overwrite:
+            print(f"{columns[role]}: recomputing all {count} rows with {models[role]}")
+        elif 0 < count < len(rows):
+            print(f"{columns[role]}: computing the {count} of {len(rows)} rows that lack it with {models[role]}, "
+                  f"keeping the other {len(rows) - count}")
+        elif count:
+            print(f"{columns[role]}: computing all {count} rows with {models[role]}")
+
+    with open(config.samples_out, "w", encoding="utf-8") if config.samples_out else contextlib.nullcontext() as samples:
+        for role in ROLES:
+            if todo[role]:
+                rates = pass_rates(rows, todo[role], models[role], sampling, role=role, backend=config.backend,
+                                   batch_size=config.batch_size, samples=samples)
+                for p, rate in zip(todo[role], rates, strict=True):
+                    rows[p]["extra_info"][columns[role]] = rate
+    write_rows(rows, config.out, source=config.input)
+
+    s = summary(rows, columns["weak"], columns["strong"])
+    print(f"{len(rows)} tasks: mean {columns['weak']} {s['weak_mean']:.4f}, mean {columns['strong']} "
+          f"{s['strong_mean']:.4f}, weak <= strong on {s['weak_le_strong']:.1%}")
+    print(f"wrote {config.out}" + (f" and {config.samples_out}" if config.samples_out else ""))
+    return s
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m data_prep.reference_pass_rates", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -123,52 +198,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--strong-column", default="strong_pass_rate", help="extra_info key for the strong model")
     parser.add_argument("--overwrite", action="store_true", help="recompute values already present")
     parser.add_argument("--samples-out", help="JSONL file with every sample and its score")
-    args = parser.parse_args(argv)
-    if args.weak_column == args.strong_column:
-        parser.error("--weak-column and --strong-column must differ")
-    if args.n < 1 or args.max_new_tokens < 1 or args.batch_size < 1:
-        parser.error("--n, --max-new-tokens and --batch-size must be >= 1")
-
-    columns = {"weak": args.weak_column, "strong": args.strong_column}
-    models = {"weak": args.weak_model, "strong": args.strong_model}
-    sampling = Sampling(n=args.n, temperature=args.temperature, top_p=args.top_p,
-                        max_new_tokens=args.max_new_tokens, seed=args.seed)
     try:
-        rows = load_rows(args.input, columns.values())
+        config = RefConfig(**vars(parser.parse_args(argv)))
+    except ValueError as e:
+        parser.error(str(e))
+    try:
+        run(config)
+    except MissingModel as e:
+        parser.error(str(e))
     except DataError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    todo = {role: [p for p, row in enumerate(rows) if args.overwrite or columns[role] not in row["extra_info"]]
-            for role in ROLES}
-    for role in ROLES:
-        if todo[role] and not models[role]:
-            parser.error(f"{len(todo[role])} of {len(rows)} rows lack extra_info.{columns[role]}: pass --{role}-model")
-    if not any(todo.values()):
-        print(f"all {len(rows)} rows already have {columns['weak']} and {columns['strong']}: copying "
-              "(--overwrite recomputes)")
-    for role in ROLES:
-        count = len(todo[role])
-        if args.overwrite:
-            print(f"{columns[role]}: recomputing all {count} rows with {models[role]}")
-        elif 0 < count < len(rows):
-            print(f"{columns[role]}: computing the {count} of {len(rows)} rows that lack it with {models[role]}, "
-                  f"keeping the other {len(rows) - count}")
-        elif count:
-            print(f"{columns[role]}: computing all {count} rows with {models[role]}")
-
-    with open(args.samples_out, "w", encoding="utf-8") if args.samples_out else contextlib.nullcontext() as samples:
-        for role in ROLES:
-            if todo[role]:
-                rates = pass_rates(rows, todo[role], models[role], sampling, role=role, backend=args.backend,
-                                   batch_size=args.batch_size, samples=samples)
-                for p, rate in zip(todo[role], rates, strict=True):
-                    rows[p]["extra_info"][columns[role]] = rate
-    write_rows(rows, args.out, source=args.input)
-
-    s = summary(rows, columns["weak"], columns["strong"])
-    print(f"{len(rows)} tasks: mean {columns['weak']} {s['weak_mean']:.4f}, mean {columns['strong']} "
-          f"{s['strong_mean']:.4f}, weak <= strong on {s['weak_le_strong']:.1%}")
-    print(f"wrote {args.out}" + (f" and {args.samples_out}" if args.samples_out else ""))
     return 0
 
 

@@ -364,7 +364,7 @@ def evaluate(checkpoint: Checkpoint, benchmarks: list[Benchmark], sampling: dict
     return summary
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
+def parse_args(argv: list[str] | None) -> EvalConfig:
     parser = argparse.ArgumentParser(prog="python -m eval.evaluate", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     what = parser.add_mutually_exclusive_group(required=True)
@@ -388,14 +388,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--merged-dir", type=Path, help="merged FSDP checkpoints (default OUT/merged)")
     parser.add_argument("--out", type=Path, help="output directory (default RUN_DIR/eval with --run)")
     args = parser.parse_args(argv)
-    if args.out is None and args.run is None:
-        raise EvalError("--out is required with --model")
-    if args.run is None and (args.base_model or args.steps != "all"):
-        raise EvalError("--steps and --base-model go with --run")
-    return args
+    return EvalConfig(**{**vars(args), "benchmarks": tuple(args.benchmarks)})
 
 
-def settings_of(args: argparse.Namespace) -> dict:
+def settings_of(args: EvalConfig) -> dict:
     settings = {**DEFAULTS, **PRESETS.get(args.preset, {})}
     settings.update({key: getattr(args, key) for key in DEFAULTS if getattr(args, key) is not None})
     for key, ok, rule in (("k", 1 <= settings["k"] <= REPEAT_STRIDE, f"in [1, {REPEAT_STRIDE}]"),
@@ -411,28 +407,70 @@ def settings_of(args: argparse.Namespace) -> dict:
     return settings
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    settings = settings_of(args)
-    benchmarks = load_benchmarks(args.benchmarks, args.data_dir, settings, args.k, args.limit)
-    if args.run is not None:
-        checkpoints = run_checkpoints(args.run, args.steps, args.base_model)
+@dataclass(frozen=True)
+class EvalConfig:
+    """What ``python -m eval.evaluate`` evaluates (its flags, one field each; ``None``: the preset's or the
+    default)."""
+
+    benchmarks: tuple[str, ...]
+    model: str | None = None
+    run: Path | None = None
+    steps: str = "all"
+    base_model: str | None = None
+    data_dir: Path = Path("data")
+    preset: str | None = None
+    k: int | None = None
+    repeats: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    max_new_tokens: int | None = None
+    seed: int | None = None
+    limit: int | None = None
+    backend: str = "auto"
+    batch_size: int = 32
+    merged_dir: Path | None = None
+    out: Path | None = None
+
+    def __post_init__(self):
+        if (self.model is None) == (self.run is None):
+            raise EvalError("one of --model and --run is required")
+        if self.out is None and self.run is None:
+            raise EvalError("--out is required with --model")
+        if self.run is None and (self.base_model or self.steps != "all"):
+            raise EvalError("--steps and --base-model go with --run")
+
+
+def run(config: EvalConfig) -> dict[str, dict]:
+    """Evaluate ``config``'s model or run checkpoints; returns each checkpoint's summary by its label (``model``,
+    ``step_<N>``)."""
+    settings = settings_of(config)
+    benchmarks = load_benchmarks(list(config.benchmarks), config.data_dir, settings, config.k, config.limit)
+    if config.run is not None:
+        checkpoints = run_checkpoints(Path(config.run), config.steps, config.base_model)
     else:
-        model = Path(args.model)
-        checkpoints = [Checkpoint("model", None, args.model, fsdp=(model / "fsdp_config.json").is_file())]
-    out = args.out or args.run / "eval"
-    sampling = {"preset": args.preset, **{key: settings[key] for key in SAMPLE_IDENTITY},
-                "backend": generation.pick_backend(args.backend)}
+        model = Path(config.model)
+        checkpoints = [Checkpoint("model", None, config.model, fsdp=(model / "fsdp_config.json").is_file())]
+    out = Path(config.out or Path(config.run) / "eval")
+    sampling = {"preset": config.preset, **{key: settings[key] for key in SAMPLE_IDENTITY},
+                "backend": generation.pick_backend(config.backend)}
+    summaries = {}
     for checkpoint in checkpoints:
-        summary = evaluate(checkpoint, benchmarks, sampling, out, backend=args.backend, batch_size=args.batch_size,
-                           merged_dir=args.merged_dir or out / "merged")
-        if args.run is not None:
+        summary = evaluate(checkpoint, benchmarks, sampling, out, backend=config.backend,
+                           batch_size=config.batch_size, merged_dir=config.merged_dir or out / "merged")
+        if config.run is not None:
             write_curve(out)
         for bench in benchmarks:
             b = summary["benchmarks"][bench.name]
             print(f"{checkpoint.label} {bench.name}: {b['n_problems']} problems x {b['k']} samples x {b['repeats']}: "
                   f"accuracy {b['accuracy']:.4f}, mean score {b['mean_score']:.4f}, "
                   f"pass@{b['k']} {b['pass@k'][str(b['k'])]:.4f}")
+        summaries[checkpoint.label] = summary
+    return summaries
+
+
+def main(argv: list[str] | None = None) -> int:
+    run(parse_args(argv))
     return 0
 
 

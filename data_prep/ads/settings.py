@@ -9,7 +9,7 @@ from pathlib import Path
 EMBEDDERS = ("policy", "minilm")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Settings:
     input: str
     out: str

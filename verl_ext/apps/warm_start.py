@@ -103,10 +103,10 @@ def _build(config: WarmStartConfig, base: str, work: Path, log: Path) -> dict:
 
     rl_test = embedded_datasets.build(config.task, work / "rl", train_size=config.steps * config.batch,
                              test_size=config.eval_tasks, seed=config.seed)["test"]
-    evaluate.main(["--model", str(work / "model"), "--benchmarks", f"{config.task}={rl_test}", "--k", str(config.k),
-                   "--temperature", "1.0", "--max-new-tokens", "48", "--backend", "hf", "--seed", str(config.seed),
-                   "--out", str(work / "eval")])
-    summary = json.loads(next((work / "eval").rglob("summary.json")).read_text())["benchmarks"][config.task]
+    summaries = evaluate.run(evaluate.EvalConfig(
+        benchmarks=(f"{config.task}={rl_test}",), model=str(work / "model"), k=config.k, temperature=1.0,
+        max_new_tokens=48, backend="hf", seed=config.seed, out=work / "eval"))
+    summary = summaries["model"]["benchmarks"][config.task]
     info["heldout"] = {"tasks": summary["n_problems"], "k": config.k, "accuracy": summary["accuracy"],
                        "pass_at_k": summary["pass@k"][str(config.k)]}
     print(f"warm start: held-out accuracy {summary['accuracy']:.3f}, pass@{config.k} "
