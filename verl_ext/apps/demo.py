@@ -5,7 +5,8 @@
    so that it solves the tasks some of the time.
 2. **Task pool and reference pass rates** (cached): ``--pool`` embedded ``arithmetic_easy`` training
    tasks; BOTS's implicit evidence reads each task's pass rate under a weak reference (the embedded
-   model) and a strong one (the warm start), measured by ``data_prep.reference_pass_rates``.
+   model) and a strong one (the warm start), measured by ``data_prep.reference_pass_rates``. Steps 1-3 are
+   :mod:`verl_ext.apps.inputs`, which the study shares.
 3. **Held-out accuracy before RL** (cached): ``--eval-tasks`` unseen tasks x ``--eval-k`` samples.
 4. **RL**: ``python -m verl_ext.main --cpu +preset=cpu_small selector=bots allocator=coba``: each step
    BOTS picks ``--tasks`` tasks whose posterior pass rate is nearest 0.5 and CoBA-RL splits
@@ -32,10 +33,9 @@ from pathlib import Path
 
 import numpy as np
 
+from verl_ext.apps.inputs import TASK, WARM_START_STEPS, heldout_evaluation, prepare_inputs
 from verl_ext.launch.version_check import check_verl_version
 
-TASK = "arithmetic_easy"
-WARM_START_STEPS = 12  # x 16 worked answers: held-out accuracy ~0.2, half the tasks inside (0, 1)
 # implicit_weight 0.5, halved whenever the batch's implicit estimates miss its pass rates by 0.25 on average (BOTS's
 # self-adaptive ρ, App. E.4.2; the halving rule [authors' code: modelscope/Trinity-RFT trinity/buffer/selector/
 # diff_estimator.py, InterpolationBetaPREstimator, off by default]) [decision, measured]: on the 48-task pool
@@ -82,62 +82,6 @@ def header() -> str:
 
 
 # ---------------------------------------------------------------------------------------- stages
-def prepare_pool(out: Path, pool: int, eval_tasks: int, seed: int) -> tuple[Path, Path]:
-    """The training pool (the first ``pool`` training tasks) and the held-out tasks (verl parquet)."""
-    from data_prep import embedded_datasets
-    from data_prep.schema import write_rows
-
-    splits = embedded_datasets.GENERATORS[TASK](train_size=16 * WARM_START_STEPS, test_size=eval_tasks, seed=seed)
-    if pool > len(splits["train"]):
-        raise ValueError(f"--pool {pool}: the {TASK} training split has {len(splits['train'])} tasks")
-    data = out / "data"
-    return (write_rows(splits["train"][:pool], data / f"pool_{pool}.parquet"),
-            write_rows(splits["test"], data / "heldout.parquet"))
-
-
-@dataclass(frozen=True)
-class Inputs:
-    """One policy (the warm start), pool with reference pass rates and held-out tasks: the demo's and the study's."""
-
-    warm: str
-    pool_ref: Path
-    heldout: Path
-
-
-def prepare_inputs(out: Path, args, seed: int) -> Inputs:
-    """The warm start (``--warm-start-steps``, built once and cached), the first ``--pool`` tasks with reference pass
-    rates (``--ref-n`` samples; weak: the embedded model, strong: the warm start) and the held-out file under
-    ``out/data``, drawn and sampled with ``seed``."""
-    from verl_ext.apps.warm_start import WarmStartConfig, warm_start_path
-
-    warm = warm_start_path(WarmStartConfig(task=TASK, steps=args.warm_start_steps, seed=seed, eval_tasks=0,
-                                           num_layers=args.num_layers))
-    pool_file, heldout = prepare_pool(out, args.pool, max(args.eval_tasks, 1), seed)
-    weak = "embedded" if args.num_layers is None else f"embedded:{args.num_layers}"
-    return Inputs(warm, reference_pass_rates(pool_file, weak, warm, args.ref_n, args.response_length, seed), heldout)
-
-
-def reference_pass_rates(pool_file: Path, weak: str, warm: str, n: int, max_new_tokens: int, seed: int) -> Path:
-    """``weak_pass_rate`` (``weak``: the embedded model) and ``strong_pass_rate`` (the warm start), ``n`` samples
-    per task, computed once per pool, warm start and ``n``."""
-    from data_prep import reference_pass_rates as tool
-
-    target = pool_file.with_name(f"{pool_file.stem}.ref.{Path(warm).name}.n{n}.parquet")
-    if not target.exists():
-        tmp = target.with_name(target.name + ".tmp.parquet")
-        tool.main(["--input", str(pool_file), "--out", str(tmp), "--weak-model", weak, "--strong-model", warm,
-                   "--n", str(n), "--temperature", "1.0", "--max-new-tokens", str(max_new_tokens), "--backend", "hf",
-                   "--batch-size", "128", "--seed", str(seed)])
-        tmp.replace(target)
-    return target
-
-
-def evaluate_args(model: str, heldout: Path, args) -> list[str]:
-    return ["--benchmarks", f"{TASK}={heldout}", "--k", str(args.eval_k), "--temperature", "1.0",
-            "--max-new-tokens", str(args.response_length), "--backend", "hf", "--batch-size", "128",
-            "--seed", str(args.seed)]
-
-
 def _records():
     """``verl_ext.trainer.records`` without verl's import-time warnings on this console (the package imports verl)."""
     import logging
@@ -368,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
 
     before = out / "heldout_before"  # kept between runs: the evaluator reuses its samples
     if args.eval_tasks > 0:
-        evaluate.main(["--model", warm, *evaluate_args(warm, heldout, args), "--out", str(before)])
+        evaluate.run(heldout_evaluation(heldout, args, model=warm, out=before))
 
     code, run = train(out, warm, pool_ref, heldout, args, extra)
     if code != 0:
@@ -377,8 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.eval_tasks > 0:
         step0 = run / "eval" / "step_0"
         shutil.copytree(before / "model", step0)
-        evaluate.main(["--run", str(run), "--steps", f"0,{args.steps}", "--base-model", warm,
-                       *evaluate_args(warm, heldout, args)])
+        evaluate.run(heldout_evaluation(heldout, args, run=run, steps=f"0,{args.steps}", base_model=warm))
         change = heldout_change(step0 / TASK / "samples.jsonl", run / "eval" / f"step_{args.steps}" / TASK / "samples.jsonl")
     signal = selection_signal(run, pool_ref, args.ref_n, max(1, round(args.budget / args.tasks)))
     missed = print_summary(signal, change, args)

@@ -3,7 +3,8 @@
 Each method (:data:`METHODS`, or ``name=override,override`` in ``--methods``) x ``--seeds`` trainer seeds (``data.seed``:
 the selection's and verl's RNG) x ``--steps`` steps runs through ``python -m verl_ext.main --cpu``
 (:func:`verl_ext.apps.demo.train`) on one pool and policy: the demo's warm start and its first ``--pool`` tasks with
-reference pass rates, built once and cached under ``OUT/data`` (seed 0 whatever the trainer seeds). A run is kept once
+reference pass rates (:mod:`verl_ext.apps.inputs`), built once and cached under ``OUT/data`` (seed 0 whatever the
+trainer seeds). A run is kept once
 finished (``OUT/runs/<method>/seed_<s>/done.json``, written after its training and held-out evaluation for the same
 settings); an unfinished or changed one is trained again from scratch. Per run and step, from its step dumps
 (:func:`series_of_dumps`): the mechanisms the papers claim. BOTS (§3.4) and DOTS (§3) aim the selected tasks' pass rate at
@@ -28,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from verl_ext.apps import demo
+from verl_ext.apps.inputs import TASK, Inputs, embeddings, heldout_evaluation, prepare_inputs
 from verl_ext.apps.sim.report import t_interval
 
 BASELINE = "uniform"
@@ -90,28 +92,9 @@ def parse_methods(text: str) -> dict[str, tuple[str, ...]]:
     return {k: tuple(v) for k, v in out.items()}
 
 
-Inputs = demo.Inputs  # the study's one policy, pool (with reference pass rates) and held-out tasks
-
-
 def inputs(out: Path, args: argparse.Namespace) -> Inputs:
     """The demo's inputs under ``out/data``, built once, with seed 0 whatever the trainer seeds."""
-    return demo.prepare_inputs(out, args, 0)
-
-
-def embeddings(data: Inputs) -> Path:
-    """DOTS's prompt embeddings of the pool under the policy (``data_prep.ads_clusters``: mean final hidden state of
-    question + worked answer; one row per ``extra_info.index``), computed once."""
-    from data_prep import ads_clusters
-
-    target = data.pool_ref.with_name(f"{data.pool_ref.stem}.embeddings.npy")
-    if not target.exists():
-        clustered = data.pool_ref.with_name(f"{data.pool_ref.stem}.clusters.parquet")
-        code = ads_clusters.main(["--input", str(data.pool_ref), "--out", str(clustered), "--model", data.warm,
-                                  "--solution-field", "worked", "--clusters", "2", "--n-init", "auto",
-                                  "--embeddings", str(target)])
-        if code != 0:
-            raise SystemExit(f"the pool's embeddings failed (data_prep.ads_clusters exit {code})")
-    return target
+    return prepare_inputs(out, args, 0)
 
 
 def resolve(overrides: tuple[str, ...], data: Inputs, args: argparse.Namespace) -> tuple[str, ...]:
@@ -145,11 +128,8 @@ def heldout_accuracy(run: Path, data: Inputs, args: argparse.Namespace) -> float
     """Mean success on the held-out tasks of the run's last checkpoint (``eval.evaluate``, the demo's protocol)."""
     from eval import evaluate
 
-    code = evaluate.main(["--run", str(run), "--steps", str(args.steps), "--base-model", data.warm,
-                          *demo.evaluate_args(data.warm, data.heldout, args)])
-    if code != 0:
-        raise SystemExit(f"held-out evaluation of {run} failed (exit {code})")
-    lines = (run / "eval" / f"step_{args.steps}" / demo.TASK / "samples.jsonl").read_text().splitlines()
+    evaluate.run(heldout_evaluation(data.heldout, args, run=run, steps=str(args.steps), base_model=data.warm))
+    lines = (run / "eval" / f"step_{args.steps}" / TASK / "samples.jsonl").read_text().splitlines()
     return float(np.mean([json.loads(x)["success"] for x in lines if x.strip()]))
 
 
@@ -331,7 +311,7 @@ def note(req: dict, methods: dict[str, tuple[str, ...]], seeds: list[int]) -> st
             "last step" if req["eval_tasks"] else "no held-out evaluation")
     return (f"Study: {', '.join(f'`{m}`' for m in methods)}; seeds {', '.join(map(str, seeds))} (`data.seed`); "
             f"{req['steps']} steps of {req['tasks']} tasks x {req['budget']} rollouts; pool: {req['pool']} "
-            f"`{demo.TASK}` tasks (`{Path(req['pool_file']).name}`, reference pass rates from {req['ref_n']} samples); "
+            f"`{TASK}` tasks (`{Path(req['pool_file']).name}`, reference pass rates from {req['ref_n']} samples); "
             f"policy: `{Path(req['policy']).name}` (SmolLM2-135M-Instruct after the demo's SFT warm start{layers}); "
             f"{held}. These are CPU results on a 135M model, a few steps on a small pool: they show whether each "
             "mechanism acts, not the papers' gains at their scale. Methods: "

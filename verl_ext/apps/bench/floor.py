@@ -55,7 +55,7 @@ TIMINGS = ("gen", "old_log_prob", "reward", "adv", "update_actor", "update_weigh
 # ------------------------------------------------------------------------------------------------------ floor
 def demo_model_path() -> str:
     """The demo's policy: ``make demo``'s warm start (built on first use, ~2 min)."""
-    from verl_ext.apps.demo import TASK, WARM_START_STEPS
+    from verl_ext.apps.inputs import TASK, WARM_START_STEPS
     from verl_ext.apps.warm_start import WarmStartConfig, warm_start_path
 
     return warm_start_path(WarmStartConfig(task=TASK, steps=WARM_START_STEPS, seed=0, eval_tasks=0))

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from verl_ext.apps import study
+from verl_ext.apps.inputs import TASK
 from verl_ext.apps.sim.report import t_interval
 
 # the study's metrics the simulator records too (the mean rollouts per task is budget / tasks in both)
@@ -160,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     d, _ = demo.parse_args([])
     sim = simulate(read_pool(pool_ref), d.tasks, d.budget, args.steps, list(range(args.sim_seeds)),
                    floor=0.5 / d.ref_n)
-    note = (f"The demo's setting ({d.tasks} tasks x {d.budget} rollouts per step, pool of {d.pool} `{demo.TASK}` "
+    note = (f"The demo's setting ({d.tasks} tasks x {d.budget} rollouts per step, pool of {d.pool} `{TASK}` "
             f"tasks, the warm-started embedded policy): {args.steps} steps, real CPU trainer {args.seeds} seeds, "
             f"simulator {args.sim_seeds} seeds on the world fitted to the pool (`{pool_ref.name}`).")
     print(write(real, sim, out, note))
