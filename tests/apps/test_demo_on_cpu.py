@@ -98,6 +98,7 @@ def test_demo_end_to_end_on_the_truncated_model(tmp_path, truncated_model_cache)
     assert summary["selection"]["steps"] == 2 and summary["heldout"]["tasks"] == 2
     assert "held-out accuracy (2 unseen tasks x 2 samples" in proc.stdout
     assert (out / "report" / "etr.png").is_file() and (out / "report" / "rollouts_per_task.png").is_file()
+    assert (out / "report" / "eval_arithmetic_easy.png").is_file()  # before/after, the change's interval on it
     assert (out / "report" / "degenerate.png").is_file() and "expected from the warm start's reference rates" in proc.stdout
     assert 0 <= summary["selection"]["uniform_expected_etr"] <= 1 and summary["selection"]["uniform_rollouts_per_task"] == 3
     warm = json.loads(next(root.glob("*-sft-arithmetic_easy-*/verl_ext_embedded.json")).read_text())

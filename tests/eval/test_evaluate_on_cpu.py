@@ -389,3 +389,15 @@ def test_run_checkpoints_of_rl_and_sft_runs(tmp_path):
     (tmp_path / "sft" / "global_step_4").mkdir()
     (tmp_path / "sft" / "global_step_4" / "fsdp_config.json").touch()  # shards only: merged before loading
     assert run_checkpoints(tmp_path / "sft", "4", None)[0].fsdp
+
+
+def test_the_typed_config_refuses_what_the_command_line_refuses():
+    from eval.evaluate import EvalConfig, EvalError
+
+    with pytest.raises(EvalError, match="one of --model and --run"):
+        EvalConfig(benchmarks=("b",))
+    with pytest.raises(EvalError, match="--out is required with --model"):
+        EvalConfig(benchmarks=("b",), model="m")
+    with pytest.raises(EvalError, match="--steps and --base-model go with --run"):
+        EvalConfig(benchmarks=("b",), model="m", out=Path("o"), steps="0,2")
+    assert EvalConfig(benchmarks=("b",), run=Path("r")).steps == "all"
