@@ -148,7 +148,8 @@ def eval_curves(runs: dict[str, Run], out: Path, subtitle: str = "",
     return written
 
 
-def etr(runs: dict[str, Run], out: Path, baselines: Mapping[str, float] | None = None, subtitle: str = "") -> list[Path]:
+def etr(runs: dict[str, Run], out: Path, baselines: Mapping[str, float] | None = None,
+        subtitle: str = "") -> list[Path]:
     series = {name: etr_over_steps(run.path) for name, run in runs.items()}
     series = {name: s for name, s in series.items() if len(s[0])}
     return [_lines(out / "etr.png", "effective task ratio", "ETR", series, baselines, subtitle)] if series else []
