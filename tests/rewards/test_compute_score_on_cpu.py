@@ -56,7 +56,7 @@ def test_readme_table_matches_the_code():
 
     from verl_ext.rewards.data_sources import PREFIXES
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "verl_ext" / "rewards" / "README.md").read_text()
     block = readme.split("<!-- data-source-table:start -->")[1].split("<!-- data-source-table:end -->")[0]
     exact, prefixes = {}, {}
     for line in block.splitlines()[3:]:
