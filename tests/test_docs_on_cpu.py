@@ -194,11 +194,9 @@ def test_depth_readmes_keep_hashes_in_measurements(name):
     assert hashes_outside_measurements((ROOT / name).read_text()) == []
 
 
-@pytest.mark.parametrize("path", [p for p in tracked_markdown() if not p.relative_to(ROOT).as_posix().startswith("recipes/")],
-                         ids=lambda p: p.relative_to(ROOT).as_posix())
+@pytest.mark.parametrize("path", tracked_markdown(), ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_no_issue_numbers(path):
-    """A user has no tracker to read an issue number in: a README states the target itself (the recipe READMEs'
-    owner checks theirs)."""
+    """A user has no tracker to read an issue number in: a README states the target itself."""
     assert ISSUE.findall(path.read_text()) == []
 
 
