@@ -226,6 +226,16 @@ def plot_subtitle(args, policy: str) -> str:
             f"{policy} (SmolLM2-135M-Instruct warm start); {held}")
 
 
+def heldout_verdict(low: float, high: float, atol: float = 1e-12) -> str:
+    """What the change's CI shows; an end within ``atol`` of 0 (float noise of a mean of 0/1 differences: a bootstrap
+    quantile of exactly 0 can come out as 1e-18) counts as containing 0."""
+    if low > atol:
+        return "improved"
+    if high < -atol:
+        return "got worse"
+    return "no change detectable: the CI contains 0"
+
+
 def print_summary(signal: dict, change: dict | None, args) -> list[str]:
     """Print what the demo compares; returns the targets missed."""
     missed = []
@@ -253,8 +263,7 @@ def print_summary(signal: dict, change: dict | None, args) -> list[str]:
            f"{signal['distance_selected_observed']:.3f} in their rollouts) vs {uni:.3f} for a uniform draw "
            "from the pool", "closer_to_half")
     if change is not None:
-        verdict = ("improved" if change["low"] > 0 else "got worse" if change["high"] < 0 else
-                   "no change detectable: the CI contains 0")
+        verdict = heldout_verdict(change["low"], change["high"])
         print(f"\nheld-out accuracy ({change['tasks']} unseen tasks x {args.eval_k} samples, T = 1.0): warm start "
               f"{change['before']:.3f} -> after {args.steps} RL steps {change['after']:.3f}; change "
               f"{change['delta']:+.3f}, 95% paired bootstrap CI [{change['low']:+.3f}, {change['high']:+.3f}]: "
