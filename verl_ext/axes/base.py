@@ -38,6 +38,11 @@ class Stateful(abc.ABC):
     # None: not stated, and the component is refused in verl's asynchronous trainer modes.
     stale_evidence: Optional[str] = None
 
+    @property
+    def name(self) -> str:
+        """The config's ``name`` (a built-in's registry key), else ``custom <class>`` (a user's config needs none)."""
+        return getattr(self.config, "name", None) or f"custom {type(self).__name__}"
+
     def state_dict(self) -> dict[str, Any]:
         return {}
 
@@ -60,13 +65,13 @@ class TaskSelector(Stateful):
         tasks than are left."""
         if exclude is None or len(exclude) == 0:
             if not 0 < batch_size <= len(self.pool):
-                raise ValueError(f"selector={self.config.name}: batch of {batch_size} tasks from a pool of "
+                raise ValueError(f"selector={self.name}: batch of {batch_size} tasks from a pool of "
                                  f"{len(self.pool)}")
             return None
         mask = np.ones(len(self.pool), dtype=bool)
         mask[self.pool.positions(np.asarray(exclude, dtype=np.int64))] = False
         if not 0 < batch_size <= int(mask.sum()):
-            raise ValueError(f"selector={self.config.name}: batch of {batch_size} tasks from a pool of "
+            raise ValueError(f"selector={self.name}: batch of {batch_size} tasks from a pool of "
                              f"{len(self.pool)} with {len(self.pool) - int(mask.sum())} in flight")
         return mask
 
@@ -91,7 +96,7 @@ class TaskSelector(Stateful):
         """Refuse a checkpoint ``state`` whose ``index`` (the task pool it was saved with) is not this pool's: its
         per-task arrays would describe other tasks."""
         if not np.array_equal(np.asarray(state["index"]), self.pool.index):
-            raise ValueError(f"selector={self.config.name}: the checkpoint's task pool differs from the training data "
+            raise ValueError(f"selector={self.name}: the checkpoint's task pool differs from the training data "
                              "(extra_info.index); resume with the same train_files")
 
 
