@@ -1,7 +1,6 @@
 from dataclasses import dataclass
 
 import numpy as np
-
 from verl_ext.axes.base import TaskSelector, require_finite
 
 
@@ -21,8 +20,9 @@ class EpsilonGreedy(TaskSelector):
     def select(self, step, batch_size, exclude=None):
         free = self.available(exclude, batch_size)
         rate = np.where(self.rollouts > 0, self.successes / np.maximum(self.rollouts, 1), 0.5)  # unvisited: 0.5
-        score = -np.abs(rate - 0.5) + (self.rng.random(len(self.pool)) < self.config.epsilon) * 2  # random ones first
-        score = np.where(free if free is not None else True, score + 1e-9 * self.rng.random(len(self.pool)), -np.inf)
+        explore, jitter = self.rng.random(len(self.pool)) < self.config.epsilon, self.rng.random(len(self.pool))
+        score = np.where(explore, 2 + jitter, -np.abs(rate - 0.5) + 1e-9 * jitter)  # random picks first, then greedy
+        score = np.where(free if free is not None else True, score, -np.inf)
         return self.pool.index[np.argsort(-score, kind="stable")[:batch_size]]
 
     def update(self, step, results):
