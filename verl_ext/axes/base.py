@@ -52,6 +52,16 @@ class Stateful(abc.ABC):
 
 
 class TaskSelector(Stateful):
+    """The contract of a selector (built-in or ``selector=custom``). Built as ``cls(config, pool, seed)`` from its config
+    dataclass (a user's names it as ``config_class``). Inputs: :class:`TaskPool` (stable indices ``extra_info.index``
+    and the ``extra_info`` columns), then per step :class:`StepResults` in :meth:`update`, every quantity keyed on
+    the stable index, never verl's ``uid``. Output of :meth:`select`: ``batch_size`` distinct stable indices, none in
+    ``exclude`` (use :meth:`available`). Stale evidence: set :attr:`stale_evidence` to one sentence on how results
+    older than the policy (``StepResults.lag``) are used; None refuses the asynchronous modes. NaN: refuse non-finite
+    inputs with :func:`require_finite`, naming the component and step. State: everything :meth:`select` depends on
+    (learned statistics, RNG state) round-trips through ``state_dict()`` / ``load_state_dict()``, so a resumed run
+    selects what an uninterrupted one would."""
+
     def __init__(self, config, pool: TaskPool, seed: int):
         self.config, self.pool, self.seed = config, pool, seed
 
@@ -101,6 +111,11 @@ class TaskSelector(Stateful):
 
 
 class BudgetAllocator(Stateful):
+    """The contract of an allocator (built-in or ``allocator=custom``): built as ``cls(config, seed)``; :meth:`allocate`
+    returns int64 counts (>= 1 each, same order as ``tasks``, stable indices) summing exactly to ``total``;
+    :meth:`update` learns from :class:`StepResults` keyed on stable indices; stale evidence, NaN refusal
+    (:func:`require_finite`) and the state round-trip as for :class:`TaskSelector`."""
+
     def __init__(self, config, seed: int):
         self.config, self.seed = config, seed
 
