@@ -3,7 +3,7 @@
 A Hydra config group per axis (``selector=``, ``allocator=``, ``rollout_filter=``) holds a ``name``
 and that component's fields; :func:`build_selector` and friends turn it into the component,
 rejecting unknown keys with the valid ones listed. New components register with
-:func:`register`.
+:func:`register`, or come from a user's file or package with ``<axis>=custom`` (:mod:`verl_ext.axes.plugins`).
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ from verl_ext.axes.knapsack import KnapsackAllocator, KnapsackAllocatorConfig
 from verl_ext.axes.progress import (
     ProgressSelector, ProgressSelectorConfig, PromptUtilitySelector, PromptUtilitySelectorConfig,
 )
+from verl_ext.axes.plugins import CUSTOM, make_custom_config
+from verl_ext.axes.plugins import component_class as plugin_class
 from verl_ext.axes.replay_fifo import ReplayFifoFilter, ReplayFifoFilterConfig
 from verl_ext.axes.selectors import SequentialSelector, SequentialSelectorConfig, UniformSelector, UniformSelectorConfig
 from verl_ext.axes.views import RolloutView, StepResults, TaskPool, TaskStats
@@ -66,6 +68,8 @@ def make_config(axis: str, cfg: Mapping[str, Any]):
     """The config dataclass for ``cfg`` (a dict or DictConfig with ``name``); unknown keys are an error."""
     cfg = dict(cfg)
     name = cfg.get("name")
+    if name == CUSTOM:  # a user's component (verl_ext.axes.plugins)
+        return make_custom_config(axis, cfg)
     if name not in REGISTRY[axis]:
         raise ValueError(f"unknown {axis} {name!r}; choose from {sorted(REGISTRY[axis])}")
     config_cls = REGISTRY[axis][name][0]
@@ -79,9 +83,16 @@ def make_config(axis: str, cfg: Mapping[str, Any]):
     return config_cls(**cfg)
 
 
+def component_class(axis: str, cfg: Mapping[str, Any]) -> type:
+    """The class ``cfg`` builds (a built-in's or a user's, ``name: custom``)."""
+    if dict(cfg).get("name") == CUSTOM:
+        return plugin_class(axis, dict(cfg))[1]
+    return REGISTRY[axis][make_config(axis, cfg).name][1]
+
+
 def _build(axis: str, cfg, *args):
     config = make_config(axis, cfg)
-    return REGISTRY[axis][config.name][1](config, *args)
+    return component_class(axis, cfg)(config, *args)
 
 
 def build_selector(cfg, pool: TaskPool, seed: int) -> TaskSelector:
@@ -99,6 +110,6 @@ def build_filter(cfg, seed: int, prefilters=()) -> RolloutFilter:
 
 
 __all__ = [
-    "AXES", "REGISTRY", "register", "make_config", "build_selector", "build_allocator", "build_filter",
+    "AXES", "REGISTRY", "register", "make_config", "component_class", "build_selector", "build_allocator", "build_filter",
     "TaskSelector", "BudgetAllocator", "RolloutFilter", "TaskPool", "StepResults", "TaskStats", "RolloutView",
 ]

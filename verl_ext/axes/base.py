@@ -38,6 +38,11 @@ class Stateful(abc.ABC):
     # None: not stated, and the component is refused in verl's asynchronous trainer modes.
     stale_evidence: Optional[str] = None
 
+    @property
+    def name(self) -> str:
+        """The config's ``name`` (a built-in's registry key), else ``custom <class>`` (a user's config needs none)."""
+        return getattr(self.config, "name", None) or f"custom {type(self).__name__}"
+
     def state_dict(self) -> dict[str, Any]:
         return {}
 
@@ -47,6 +52,16 @@ class Stateful(abc.ABC):
 
 
 class TaskSelector(Stateful):
+    """The contract of a selector (built-in or ``selector=custom``). Built as ``cls(config, pool, seed)`` from its config
+    dataclass (a user's names it as ``config_class``). Inputs: :class:`TaskPool` (stable indices ``extra_info.index``
+    and the ``extra_info`` columns), then per step :class:`StepResults` in :meth:`update`, every quantity keyed on
+    the stable index, never verl's ``uid``. Output of :meth:`select`: ``batch_size`` distinct stable indices, none in
+    ``exclude`` (use :meth:`available`). Stale evidence: set :attr:`stale_evidence` to one sentence on how results
+    older than the policy (``StepResults.lag``) are used; None refuses the asynchronous modes. NaN: refuse non-finite
+    inputs with :func:`require_finite`, naming the component and step. State: everything :meth:`select` depends on
+    (learned statistics, RNG state) round-trips through ``state_dict()`` / ``load_state_dict()``, so a resumed run
+    selects what an uninterrupted one would."""
+
     def __init__(self, config, pool: TaskPool, seed: int):
         self.config, self.pool, self.seed = config, pool, seed
 
@@ -60,13 +75,13 @@ class TaskSelector(Stateful):
         tasks than are left."""
         if exclude is None or len(exclude) == 0:
             if not 0 < batch_size <= len(self.pool):
-                raise ValueError(f"selector={self.config.name}: batch of {batch_size} tasks from a pool of "
+                raise ValueError(f"selector={self.name}: batch of {batch_size} tasks from a pool of "
                                  f"{len(self.pool)}")
             return None
         mask = np.ones(len(self.pool), dtype=bool)
         mask[self.pool.positions(np.asarray(exclude, dtype=np.int64))] = False
         if not 0 < batch_size <= int(mask.sum()):
-            raise ValueError(f"selector={self.config.name}: batch of {batch_size} tasks from a pool of "
+            raise ValueError(f"selector={self.name}: batch of {batch_size} tasks from a pool of "
                              f"{len(self.pool)} with {len(self.pool) - int(mask.sum())} in flight")
         return mask
 
@@ -91,11 +106,16 @@ class TaskSelector(Stateful):
         """Refuse a checkpoint ``state`` whose ``index`` (the task pool it was saved with) is not this pool's: its
         per-task arrays would describe other tasks."""
         if not np.array_equal(np.asarray(state["index"]), self.pool.index):
-            raise ValueError(f"selector={self.config.name}: the checkpoint's task pool differs from the training data "
+            raise ValueError(f"selector={self.name}: the checkpoint's task pool differs from the training data "
                              "(extra_info.index); resume with the same train_files")
 
 
 class BudgetAllocator(Stateful):
+    """The contract of an allocator (built-in or ``allocator=custom``): built as ``cls(config, seed)``; :meth:`allocate`
+    returns int64 counts (>= 1 each, same order as ``tasks``, stable indices) summing exactly to ``total``;
+    :meth:`update` learns from :class:`StepResults` keyed on stable indices; stale evidence, NaN refusal
+    (:func:`require_finite`) and the state round-trip as for :class:`TaskSelector`."""
+
     def __init__(self, config, seed: int):
         self.config, self.seed = config, seed
 

@@ -45,6 +45,7 @@ def validate_axes(config) -> None:
     for axis in ("selector", "allocator", "rollout_filter"):
         if axis not in config:
             raise ValueError(f"config has no '{axis}' group; compose verl_ext_trainer.yaml (python -m verl_ext.main)")
+        absolute_plugin_path(config[axis])
         make_config(axis, config[axis])
     filters = build_rollout_filter(config, 0)  # unknown prefilter keys; a replaying filter not last
     if filters.needs_clip_fraction:
@@ -62,6 +63,17 @@ def validate_axes(config) -> None:
     if int(np.sum(counts)) != budget:
         raise ValueError(f"allocator={config.allocator.name} allocated {int(np.sum(counts))} rollouts, budget {budget}")
     check_replay_matches_dots(config)
+
+
+def absolute_plugin_path(section) -> None:
+    """A user's component file (``<axis>=custom <axis>.path=x.py``) as an absolute path, so Ray workers, which start
+    elsewhere, load the file the launch directory named."""
+    path = section.get("path") if section.get("name") == "custom" else None
+    if path and str(path).endswith(".py") and not os.path.isabs(str(path)):
+        from omegaconf import open_dict
+
+        with open_dict(section):
+            section.path = os.path.abspath(str(path))
 
 
 def check_replay_matches_dots(config) -> None:

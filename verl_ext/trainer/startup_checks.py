@@ -89,14 +89,16 @@ ASYNC_REFUSED = {
 def async_problems(config) -> list[str]:
     """What an asynchronous mode cannot run: a component that states no rule for stale evidence (``ASYNC_REFUSED``
     says why), measurement rollouts (a selector's reference set rolled out before it selects)."""
-    from verl_ext.axes import REGISTRY
+    from verl_ext.axes import REGISTRY, component_class
 
-    named = [("selector", config.selector.name), ("allocator", config.allocator.name),
-             ("rollout_filter", config.rollout_filter.name)]
-    named += [("rollout_filter", f["name"]) for f in (config.data_selection.get("prefilters") or [])]
+    sections = [("selector", config.selector), ("allocator", config.allocator),
+                ("rollout_filter", config.rollout_filter)]
+    sections += [("rollout_filter", f) for f in (config.data_selection.get("prefilters") or [])]
     problems = []
-    for axis, name in named:
-        component = REGISTRY[axis].get(name, (None, None))[1]
+    for axis, section in sections:
+        name = section["name"]
+        component = (component_class(axis, section) if name == "custom"  # a user's: loaded to read its rule
+                     else REGISTRY[axis].get(name, (None, None))[1])
         if component is not None and component.stale_evidence is None:
             reason = ASYNC_REFUSED.get((axis, name), "it states no rule for evidence older than the policy")
             problems.append(f"{axis}={name} in trainer.v1.trainer_mode={config.trainer.v1.trainer_mode}: {reason}")
