@@ -29,9 +29,20 @@ def _base(axis: str) -> type:
     return {"selector": TaskSelector, "allocator": BudgetAllocator, "rollout_filter": RolloutFilter}[axis]
 
 
+def is_file(path: str) -> bool:
+    """``path`` names a file (``x.py``, ``dir/x``), not a dotted module."""
+    return path.endswith(".py") or os.sep in path
+
+
+def absolute(path: str) -> str:
+    """A file path made absolute (from the launch directory: the Ray workers and the simulator's processes start
+    elsewhere); a module name unchanged."""
+    return os.path.abspath(path) if is_file(path) else path
+
+
 def _module(axis: str, path: str, cls: str):
     where = f"{axis}=custom {axis}.path={path} {axis}.cls={cls}"
-    if path.endswith(".py") or os.sep in path:
+    if is_file(path):
         file = os.path.abspath(path)
         if not os.path.isfile(file):
             raise ValueError(f"{where}: no file {file}")

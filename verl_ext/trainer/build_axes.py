@@ -68,12 +68,14 @@ def validate_axes(config) -> None:
 def absolute_plugin_path(section) -> None:
     """A user's component file (``<axis>=custom <axis>.path=x.py``) as an absolute path, so Ray workers, which start
     elsewhere, load the file the launch directory named."""
+    from verl_ext.axes.plugins import absolute
+
     path = section.get("path") if section.get("name") == "custom" else None
-    if path and str(path).endswith(".py") and not os.path.isabs(str(path)):
+    if path and path != "???" and absolute(str(path)) != path:
         from omegaconf import open_dict
 
         with open_dict(section):
-            section.path = os.path.abspath(str(path))
+            section.path = absolute(str(path))
 
 
 def check_replay_matches_dots(config) -> None:

@@ -240,3 +240,22 @@ def test_a_grid_plot_says_it_is_simulated_with_its_seeds_and_steps():
 
     runs = {"grpo": {0: {"etr": [0.5] * 6}, 1: {"etr": [0.4] * 6}}, "bots": {0: {"etr": [0.6] * 6}, 1: {"etr": [0.6] * 6}}}
     assert sim_note(runs) == "simulated (a model's prediction, no training): 2 seeds, 6 steps"
+
+
+def test_a_users_selector_runs_beside_each_selector_study_and_learns_from_its_rewards():
+    """``--custom``: the own-method guide's example, loaded from its file, joins every study that varies the selector
+    (not the allocator's or the filter's); aiming at p = 0.5, it has a higher ETR than random selection, and it
+    resumes from its state_dict exactly."""
+    custom = grid.custom_settings(["mine=selector=custom,selector.path=recipes/own_method/epsilon_greedy.py,"
+                                   "selector.cls=EpsilonGreedy,+selector.config.epsilon=0.1"])
+    assert custom["mine"][1].startswith("selector.path=/") and custom["mine"][3] == "selector.config.epsilon=0.1"
+    studies = grid.studies(steps=0.02, tasks=2_000, custom=custom)
+    assert {k for k, s in studies.items() if "mine" in [x.name for x in s.settings]} == {"bots", "ads", "progress"}
+    mine = next(s for s in studies["bots"].settings if s.name == "mine")
+    assert mine.selector["config"] == {"epsilon": 0.1} and mine.selector["cls"] == "EpsilonGreedy"
+    sc = scenario(steps=20, world=WorldConfig(tasks=256, held_out=500))  # every task seen by step 4: then it knows
+    ours, random = run(sc, Setting("mine", mine.selector), 0), run(sc, Setting("random", grid.sel("random")), 0)
+    assert np.mean(ours["etr"][8:]) > np.mean(random["etr"][8:]) + 0.1
+    assert without_timing(run(sc, Setting("mine", mine.selector), 0, resume_after=2)) == without_timing(ours)
+    with pytest.raises(ValueError, match="expected NAME=AXIS=CHOICE"):
+        grid.custom_settings(["mine=selector.path=x.py"])

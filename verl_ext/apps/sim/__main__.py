@@ -15,7 +15,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from verl_ext.apps.sim.claims import claims_markdown
-from verl_ext.apps.sim.grid import default_workers, overrides, run_one, studies
+from verl_ext.apps.sim.grid import custom_settings, default_workers, overrides, run_one, studies
 from verl_ext.apps.sim.learner import Learner, LearnerConfig
 from verl_ext.apps.sim.grid_plots import all_plots
 from verl_ext.apps.sim.report import delta, study_table, transitions_table
@@ -71,7 +71,8 @@ def load(path: Path) -> tuple[dict, dict, str, dict]:
     """(records, the studies as they were run, header, grid arguments) of a results.json."""
     saved = json.loads(path.read_text())
     g = saved["grid"]
-    run_as = studies(g["steps_scale"], g["tasks"], **g["set"], full=g["full"])
+    run_as = studies(g["steps_scale"], g["tasks"], **g["set"], full=g["full"],
+                     custom={k: tuple(v) for k, v in g.get("custom", {}).items()})
     saved_records = saved["records"]
     worlds = [w for w in PRESETS if w in saved_records]
     studies_run = [k for k in run_as if k in saved_records[worlds[0]]]
@@ -112,6 +113,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--full", action="store_true", help="add the parameter sweeps and the composition study")
     parser.add_argument("--set", nargs="*", default=[], metavar="SECTION.FIELD=VALUE",
                         help="model parameters for every study and world, e.g. learner.lr=0.1 world.held_out=500")
+    parser.add_argument("--custom", action="append", default=[], metavar="NAME=AXIS=custom,KEY=VALUE,...",
+                        help="your own component beside each study of its axis, as the trainer takes it, e.g. "
+                             "mine=selector=custom,selector.path=recipes/own_method/epsilon_greedy.py,"
+                             "selector.cls=EpsilonGreedy,+selector.config.epsilon=0.2 (repeatable)")
     parser.add_argument("--workers", type=int, default=default_workers())
     parser.add_argument("--out", default="outputs/sim")
     parser.add_argument("--from-results", metavar="JSON", help="re-render the tables, claims and plots of a results.json")
@@ -123,10 +128,10 @@ def main(argv: list[str] | None = None) -> int:
         render(records, grid, header, g["tasks"], g["seed_offset"], out)
         return 0
     try:
-        model = overrides(args.set)
+        model, custom = overrides(args.set), custom_settings(args.custom)
+        grid = studies(args.steps_scale, args.tasks, model["world"], model["learner"], full=args.full, custom=custom)
     except ValueError as e:
         parser.error(str(e))
-    grid = studies(args.steps_scale, args.tasks, model["world"], model["learner"], full=args.full)
     chosen, worlds = args.studies or list(grid), args.worlds or list(PRESETS)
     for kind, asked, known in (("studies", chosen, grid), ("worlds", worlds, PRESETS)):
         if set(asked) - set(known):
@@ -145,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     (out / "results.json").write_text(json.dumps({
         "records": records, "header": header, "grid": {
             "steps_scale": args.steps_scale, "tasks": args.tasks, "full": args.full, "seed_offset": args.seed_offset,
+            "custom": custom,
             "set": {"world_set": model["world"], "learner_set": model["learner"]}}}, sort_keys=True))
     cpu = sum(t["cpu_s"] for w in timing.values() for k in w.values() for ts in k.values() for t in ts)
     (out / "timings.json").write_text(json.dumps({"minutes": minutes, "workers": args.workers, "cpu_minutes": cpu / 60,

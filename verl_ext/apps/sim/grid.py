@@ -85,11 +85,31 @@ def advantage_of(r: RecipeRun) -> str:
     raise ValueError(f"algorithm.adv_estimator={r.adv_estimator!r}: the simulator models grpo and rloo")
 
 
+def custom_settings(items: list[str]) -> dict[str, tuple[str, ...]]:
+    """``["mine=selector=custom,selector.path=f.py,selector.cls=C,+selector.config.epsilon=0.2"]`` -> ``{"mine": (
+    "selector=custom", "selector.path=/abs/f.py", ...)}``: a setting of the user's, Hydra overrides as the trainer takes
+    them (a leading ``+`` dropped, a file path made absolute for the worker processes)."""
+    from verl_ext.axes.plugins import absolute
+
+    out = {}
+    for item in items:
+        name, sep, rest = item.partition("=")
+        parts = tuple(p.strip().lstrip("+") for p in rest.split(",") if p.strip())
+        if not sep or not name or not parts or parts[0].partition("=")[0] not in TRAINER_DEFAULT:
+            raise ValueError(f"--custom {item!r}: expected NAME=AXIS=CHOICE,KEY=VALUE,... with AXIS one of "
+                             f"{sorted(TRAINER_DEFAULT)}")
+        out[name] = tuple(f"{k}={absolute(v)}" if k.endswith(".path") else f"{k}={v}"
+                          for k, _, v in (p.partition("=") for p in parts))
+    return out
+
+
 def studies(steps: float = 1.0, tasks: int = 50_000, world_set: dict | None = None,
-            learner_set: dict | None = None, full: bool = False) -> dict[str, Study]:
+            learner_set: dict | None = None, full: bool = False,
+            custom: dict[str, tuple[str, ...]] | None = None) -> dict[str, Study]:
     """Every study; ``steps`` scales the step counts, ``tasks`` sets N (the CI's short grid), ``world_set`` /
     ``learner_set`` override the model's parameters (:func:`overrides`), ``full`` adds the sweeps and the
-    composition study."""
+    composition study, ``custom`` (:func:`custom_settings`) adds each of the user's settings to every study that varies
+    its axis, beside that study's baseline."""
     world, learner = WorldConfig(**{"tasks": tasks, **(world_set or {})}), LearnerConfig(**(learner_set or {}))
     from eval.evaluate import PRESETS as EVAL
 
@@ -138,6 +158,11 @@ def studies(steps: float = 1.0, tasks: int = 50_000, world_set: dict | None = No
         cbs += [make("cbs", f"{name} noise={q:g}", name, learner={"noise_rate": q})
                 for q in NOISE_SWEEP for name in ("keep_all", "cbs_star", "cbs")]
         ads += [make("ads", f"ads proxy={q:g}", "ads", world={"proxy_noise": q}) for q in PROXY_SWEEP]
+    for name, (choice, *extra) in (custom or {}).items():
+        axis, _, value = choice.partition("=")
+        for study, settings in (("bots", bots), ("coba", coba), ("cbs", cbs), ("ads", ads), ("progress", progress)):
+            if STUDY_RECIPES[study][3] == axis:
+                settings.append(make(study, name, value, *extra))
     out = {
         "bots": Study(scenarios["bots"], tuple(bots), "random", "BOTS", "bots/" + STUDY_RECIPES["bots"][1]),
         "coba": Study(scenarios["coba"], tuple(coba), "grpo", "CoBA-RL", "coba/" + STUDY_RECIPES["coba"][1]),
