@@ -171,3 +171,50 @@ def test_validation_files_are_checked_when_validation_runs(tmp_path):
     no_index = _val_file(tmp_path, [GOOD_ROW, {**GOOD_ROW, "extra_info": {"index": None, "split": "test"}}])
     with pytest.raises(ValueError, match="row 1: extra_info.index is missing"):
         check_validation_files(compose_recipe(*CPU_RECIPE, f"data.val_files={no_index}"))
+
+
+CUSTOM = ("selector=custom", "selector.path=recipes/own_method/epsilon_greedy.py", "selector.cls=EpsilonGreedy",
+          "+selector.config.epsilon=0.2")
+NO_RULE = """
+from dataclasses import dataclass
+from verl_ext.axes.selectors import UniformSelector
+
+
+@dataclass(frozen=True)
+class NoRuleConfig:
+    pass
+
+
+class NoRule(UniformSelector):
+    config_class = NoRuleConfig
+    stale_evidence = None
+"""
+
+
+def test_a_users_selector_is_checked_and_made_absolute_before_ray_and_refused_async_without_a_rule(tmp_path,
+                                                                                                   monkeypatch):
+    from verl_ext.trainer.build_axes import validate_axes
+
+    monkeypatch.chdir(ROOT)  # the launch directory the relative path is read from
+    config = compose_recipe(*CPU_RECIPE, *CUSTOM)
+    validate_axes(config)
+    assert config.selector.path == str(ROOT / "recipes" / "own_method" / "epsilon_greedy.py")  # for the Ray workers
+    with pytest.raises(ValueError, match=r"unknown keys \['eps'\] in selector.config; valid keys are \['epsilon'\]"):
+        validate_axes(compose_recipe(*CPU_RECIPE, *CUSTOM[:3], "+selector.config.eps=0.2"))
+    (tmp_path / "no_rule.py").write_text(NO_RULE)
+    asynchronous = ("trainer.v1.trainer_mode=verl_ext_colocate_async", "trainer.v1.separate_async.parameter_sync_step=1",
+                    "actor_rollout_ref.actor.ppo_mini_batch_size=${data.train_batch_size}")
+    check_supported(compose_recipe(*CPU_RECIPE, *asynchronous, *CUSTOM))  # the example states its rule
+    with pytest.raises(ValueError, match="selector=custom.*it states no rule for evidence older than the policy"):
+        check_supported(compose_recipe(*CPU_RECIPE, *asynchronous, "selector=custom",
+                                       f"selector.path={tmp_path / 'no_rule.py'}", "selector.cls=NoRule"))
+
+
+def test_the_entry_point_refuses_a_missing_user_file_before_ray(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "verl_ext.main", "--config-dir", str(ROOT / "recipes"),
+                           "+bots=cpu_embedded", "actor_rollout_ref.model.path=/m", "selector=custom",
+                           f"selector.path={tmp_path / 'mine.py'}", "selector.cls=Mine"],
+                          capture_output=True, text=True, timeout=180, cwd=ROOT)
+    assert proc.returncode != 0 and "ray init" not in proc.stdout + proc.stderr
+    assert f"selector=custom selector.path={tmp_path / 'mine.py'} selector.cls=Mine: no file" in proc.stderr, \
+        proc.stderr[-2000:]

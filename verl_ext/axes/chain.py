@@ -43,7 +43,7 @@ class FilterChain(RolloutFilter):
                 raise RuntimeError(f"rollout filter {type(f).__name__} returned positions out of range "
                                    f"[0, {len(positions)}): {chosen.tolist()[:8]}")
             positions = positions[chosen]
-            prefix = "" if i == len(self.filters) - 1 else f"{f.config.name}/"
+            prefix = "" if i == len(self.filters) - 1 else f"{f.name}/"
             self._metrics.update({prefix + k: v for k, v in f.metrics().items()})
             self._metrics[f"{prefix}kept"] = float(len(positions))
         return positions
