@@ -1,6 +1,7 @@
 """The attention backends' verl overrides, requirements and batch layouts (verl_ext.models.attention). Their bench:
 tests/apps/bench/test_attention_on_cpu.py; backends' log-probs and gradients: tests/recipes/test_gpu_stack_on_cpu.py;
-the bench and the update check on a simulated bare GPU machine: tests/apps/test_check_gpu_on_cpu.py."""
+the bench and the update check on a simulated bare GPU machine: tests/apps/gpu/test_check_gpu_on_cpu.py and
+tests/apps/gpu/test_gpu_first_hour_on_cpu.py."""
 
 from __future__ import annotations
 
