@@ -1,12 +1,11 @@
 from dataclasses import dataclass
-
 import numpy as np
 from verl_ext.axes.base import TaskSelector, require_finite
 
 
 @dataclass(frozen=True)
 class EpsilonGreedyConfig:
-    epsilon: float = 0.1  # share of each batch drawn at random
+    epsilon: float = 0.1  # each slot of a batch drawn at random with this probability
 
 
 class EpsilonGreedy(TaskSelector):
@@ -19,11 +18,12 @@ class EpsilonGreedy(TaskSelector):
 
     def select(self, step, batch_size, exclude=None):
         free = self.available(exclude, batch_size)
+        free = np.arange(len(self.pool)) if free is None else np.flatnonzero(free)
         rate = np.where(self.rollouts > 0, self.successes / np.maximum(self.rollouts, 1), 0.5)  # unvisited: 0.5
-        explore, jitter = self.rng.random(len(self.pool)) < self.config.epsilon, self.rng.random(len(self.pool))
-        score = np.where(explore, 2 + jitter, -np.abs(rate - 0.5) + 1e-9 * jitter)  # random picks first, then greedy
-        score = np.where(free if free is not None else True, score, -np.inf)
-        return self.pool.index[np.argsort(-score, kind="stable")[:batch_size]]
+        order = free[np.lexsort((self.rng.random(len(free)), np.abs(rate[free] - 0.5)))]  # nearest 0.5 first
+        greedy = batch_size - self.rng.binomial(batch_size, self.config.epsilon)  # each slot random w.p. epsilon
+        explore = self.rng.permutation(order[greedy:])[: batch_size - greedy]
+        return self.pool.index[np.concatenate([order[:greedy], explore])]
 
     def update(self, step, results):
         require_finite(f"selector={self.name}", step, reward=results.reward)

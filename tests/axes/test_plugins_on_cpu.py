@@ -72,6 +72,11 @@ def test_epsilon_greedy_picks_pass_rates_nearest_half_or_random_and_round_trips_
     explore.update(1, StepResults.from_rewards(np.repeat(list(rewards), 2), sum(rewards.values(), [])))
     picks = [explore.select(s, 1)[0] for s in range(200)]
     assert np.mean(np.array(picks) == 102) < 0.3  # random, not greedy
+    share = build_selector(custom(0.2), TaskPool(np.arange(1000)), 0)  # every task seen; 100 of them at 0.5
+    share.update(1, StepResults.from_rewards(np.repeat(np.arange(1000), 2), np.tile([1.0, 0.0], 1000) *
+                                             np.repeat(np.arange(1000) < 100, 2) + np.repeat(np.arange(1000) >= 550, 2)))
+    off = [np.mean(share.select(s, 20) >= 100) for s in range(300)]  # off-greedy picks: 20 % of the slots x 0.9
+    assert 0.15 < np.mean(off) < 0.21, np.mean(off)
     state = explore.state_dict()
     again = build_selector(custom(1.0), pool, 7)
     again.load_state_dict(state)

@@ -218,3 +218,54 @@ def test_the_entry_point_refuses_a_missing_user_file_before_ray(tmp_path):
     assert proc.returncode != 0 and "ray init" not in proc.stdout + proc.stderr
     assert f"selector=custom selector.path={tmp_path / 'mine.py'} selector.cls=Mine: no file" in proc.stderr, \
         proc.stderr[-2000:]
+
+
+OWN_AXES = """
+from dataclasses import dataclass
+import numpy as np
+from verl_ext.axes.base import BudgetAllocator, RolloutFilter
+
+
+@dataclass(frozen=True)
+class EvenConfig:
+    pass
+
+
+class Even(BudgetAllocator):
+    config_class = EvenConfig
+    stale_evidence = "not read"
+
+    def allocate(self, step, tasks, total):
+        return np.full(len(tasks), total // len(tasks)) + (np.arange(len(tasks)) < total % len(tasks))
+
+
+@dataclass(frozen=True)
+class KeepFirstConfig:
+    keep: int = 1
+
+
+class KeepFirst(RolloutFilter):
+    config_class = KeepFirstConfig
+    stale_evidence = "not read"
+
+    def select(self, step, rollouts):
+        return np.arange(min(self.config.keep, len(rollouts)))
+"""
+
+
+def test_a_users_allocator_and_prefilter_are_loaded_from_a_relative_path_like_a_selector(tmp_path, monkeypatch):
+    import numpy as np
+
+    from verl_ext.axes import RolloutView
+    from verl_ext.trainer.build_axes import build_rollout_filter, validate_axes
+
+    (tmp_path / "own.py").write_text(OWN_AXES)
+    monkeypatch.chdir(tmp_path)
+    config = compose_recipe(*CPU_RECIPE, "allocator=custom", "allocator.path=own.py", "allocator.cls=Even",
+                            "data_selection.prefilters=[{name:custom,path:own.py,cls:KeepFirst,config:{keep:3}}]")
+    validate_axes(config)  # the allocator met the budget exactly
+    assert config.allocator.path == config.data_selection.prefilters[0].path == str(tmp_path / "own.py")
+    view = RolloutView(np.arange(8), np.repeat(np.arange(2), 4), np.ones(8), np.zeros(8), np.full(8, 4))
+    chain = build_rollout_filter(config, 0)
+    assert chain.select(1, view).tolist() == [0, 1, 2]  # the user's prefilter, then keep_all
+    assert chain.metrics()["custom KeepFirst/kept"] == 3.0

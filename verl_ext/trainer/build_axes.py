@@ -47,6 +47,8 @@ def validate_axes(config) -> None:
             raise ValueError(f"config has no '{axis}' group; compose verl_ext_trainer.yaml (python -m verl_ext.main)")
         absolute_plugin_path(config[axis])
         make_config(axis, config[axis])
+    for prefilter in config.data_selection.get("prefilters") or ():
+        absolute_plugin_path(prefilter)
     filters = build_rollout_filter(config, 0)  # unknown prefilter keys; a replaying filter not last
     if filters.needs_clip_fraction:
         from verl_ext.trainer.per_sample import check_clip_rule
