@@ -1,6 +1,6 @@
 """``python -m verl_ext.apps.study``: the method registry, the per-step metrics of step dumps, the summary over seeds
-with paired differences, resuming (a stand-in trainer), and one real study of 1 method x 1 seed x 2 steps on the
-2-layer truncated model with a 2-step warm start (marked e2e; the paired intervals over seeds and methods are the
+with paired differences, resuming (a stand-in trainer), and one real study of uniform against the own-method guide's
+example (a selector from a user's file), 1 seed x 2 steps each, on the 2-layer truncated model with a 2-step warm start (marked e2e; the paired intervals over seeds and methods are the
 unit tests')."""
 
 from __future__ import annotations
@@ -10,12 +10,20 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import stats
 
 from verl_ext.apps import demo, study
+from verl_ext.axes import StepResults, build_selector
+from verl_ext.trainer.build_axes import task_pool
+from verl_ext.trainer.records import read_dumps
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "recipes" / "own_method" / "epsilon_greedy.py"
 
 
 def test_the_registry_names_each_method_once_and_refuses_unknown_names():
@@ -163,29 +171,39 @@ def test_a_study_on_the_truncated_model(tmp_path, truncated_model_cache):
     out = tmp_path / "study"
     coin = tmp_path / "coin.py"
     coin.write_text(COIN)
-    command = [sys.executable, "-m", "verl_ext.apps.study", "--num-layers", "2", "--methods", "bots+coba", "--seeds", "0",
+    # uniform against the own-method guide's example, loaded from its file by configuration (relative to this cwd)
+    methods = f"uniform,mine=selector=custom,selector.path={EXAMPLE.relative_to(ROOT)},selector.cls=EpsilonGreedy,"\
+              "+selector.config.epsilon=0.5"
+    command = [sys.executable, "-m", "verl_ext.apps.study", "--num-layers", "2", "--methods", methods, "--seeds", "0",
                "--steps", "2", "--tasks", "2", "--budget", "6", "--pool", "4", "--ref-n", "1", "--warm-start-steps", "2",
                "--eval-tasks", "0", "--out", str(out), "--", f"reward.custom_reward_function.path={coin}",
                "reward.custom_reward_function.name=compute_score"]
     env = {**os.environ, "VERL_EXT_CACHE": str(truncated_model_cache)}  # the demo test's warm start, if it ran
-    proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=1200)
+    proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=1200, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert proc.stdout.count(": training 2 steps") == 1 and proc.stdout.count(": done in") == 1
+    assert proc.stdout.count(": training 2 steps") == 2 and proc.stdout.count(": done in") == 2
     table = (out / "study.md").read_text()
-    assert table.count("| `bots+coba` |") == len(study.METRICS)
-    assert "`uniform` is not among the methods: no paired differences" in table
+    assert table.count("| `mine` |") == table.count("| `uniform` |") == len(study.METRICS)
+    assert "minus `uniform`, paired by seed" in table  # one seed: no paired interval (unit-tested above with three)
+    (pool_file,) = (out / "data").glob("*.ref.*.parquet")
+    extra_info = pd.read_parquet(pool_file)["extra_info"].tolist()
+    selector = build_selector({"name": "custom", "path": str(EXAMPLE), "cls": "EpsilonGreedy",
+                               "config": {"epsilon": 0.5}}, task_pool(extra_info), 0)
+    for step, dump in sorted(read_dumps(out / "runs" / "mine" / "seed_0" / "run").items()):
+        assert selector.select(step, 2).tolist() == dump["tasks"], step  # the study trained the user's class
+        selector.update(step, StepResults.from_rewards(dump["rollout_task"], dump["rollout_reward"]))
     assert "seeds 0 (`data.seed`)" in table and "CPU results on a 135M model" in table
     summary = json.loads((out / "study.json").read_text())
     assert all(r["seeds"] == [0] and r["low"] is None and r["diff"] is None for r in summary["summary"])
     series = summary["series"]
     unit = [k for k in study.METRICS if not k.startswith("counts_")]
     values = [x for runs in series.values() for run in runs.values() for k in unit for x in run[k]]
-    assert len(values) == 2 * len(unit) and all(0 <= x <= 1 for x in values)
+    assert len(values) == 2 * 2 * len(unit) and all(0 <= x <= 1 for x in values)
     assert any(x > 0 for runs in series.values() for run in runs.values() for x in run["reward"])
     assert all(run["counts_mean"] == [3.0, 3.0] for runs in series.values() for run in runs.values())
     assert all((out / f"{k}.png").stat().st_size > 5000 for k in study.METRICS)
 
     start = time.monotonic()  # again: every run finished, nothing trained
     again = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
-    assert again.returncode == 0 and again.stdout.count("finished earlier, kept") == 1, again.stdout[-2000:]
+    assert again.returncode == 0 and again.stdout.count("finished earlier, kept") == 2, again.stdout[-2000:]
     assert ": training" not in again.stdout and time.monotonic() - start < 60
