@@ -1,6 +1,6 @@
 """Pieces of ``python -m verl_ext.apps.gpu.verl_actor`` (verl's own actor per attention backend without Ray) and the Ray
 import stub it runs with on a bare machine. The whole command on a simulated bare machine, through
-scripts/gpu_first_hour.sh: tests/apps/test_check_gpu_on_cpu.py."""
+scripts/gpu_first_hour.sh: tests/apps/gpu/test_gpu_first_hour_on_cpu.py."""
 
 from __future__ import annotations
 

@@ -19,8 +19,8 @@ from verl_ext.cpu import vllm_rollout
 BENCHMARKS = {"attention": (attention_bench.run, attention_bench.report),  # on a CPU only its tiny model (a run check)
               "bots": (bots.run, bots.report), "cbs": (cbs.run, cbs.report), "coba": (coba.run, coba.report),
               "progress": (progress.run, progress.report), "generation": (generation.run, generation.report),
-              "floor": (floor.run, floor.report),  # a demo step's profile beside plain torch's floor (issue 35)
-              "refill": (refill.run, refill.report)}  # selection per refill of k prompts in async training (issue 36)
+              "floor": (floor.run, floor.report),  # a demo step's profile beside plain torch's floor
+              "refill": (refill.run, refill.report)}  # selection per refill of k prompts in async training
 
 
 def main(argv: list[str] | None = None) -> int:
