@@ -8,7 +8,6 @@ rejecting unknown keys with the valid ones listed. New components register with
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,8 +27,7 @@ from verl_ext.axes.knapsack import KnapsackAllocator, KnapsackAllocatorConfig
 from verl_ext.axes.progress import (
     ProgressSelector, ProgressSelectorConfig, PromptUtilitySelector, PromptUtilitySelectorConfig,
 )
-from verl_ext.axes.plugins import CUSTOM, make_custom_config
-from verl_ext.axes.plugins import component_class as plugin_class
+from verl_ext.axes.plugins import CUSTOM, dataclass_config, resolve_custom
 from verl_ext.axes.replay_fifo import ReplayFifoFilter, ReplayFifoFilterConfig
 from verl_ext.axes.selectors import SequentialSelector, SequentialSelectorConfig, UniformSelector, UniformSelectorConfig
 from verl_ext.axes.views import RolloutView, StepResults, TaskPool, TaskStats
@@ -64,35 +62,32 @@ register("rollout_filter", DapoDynamicFilterConfig, DapoDynamicFilter)
 register("rollout_filter", ReplayFifoFilterConfig, ReplayFifoFilter)
 
 
-def make_config(axis: str, cfg: Mapping[str, Any]):
-    """The config dataclass for ``cfg`` (a dict or DictConfig with ``name``); unknown keys are an error."""
+def resolve(axis: str, cfg: Mapping[str, Any]) -> tuple[type, Any]:
+    """(component class, config dataclass) of ``cfg`` (a dict or DictConfig with ``name``: a built-in's, or a user's for
+    ``custom``); unknown names and keys are an error."""
     cfg = dict(cfg)
     name = cfg.get("name")
     if name == CUSTOM:  # a user's component (verl_ext.axes.plugins)
-        return make_custom_config(axis, cfg)
+        return resolve_custom(axis, cfg)
     if name not in REGISTRY[axis]:
         raise ValueError(f"unknown {axis} {name!r}; choose from {sorted(REGISTRY[axis])}")
-    config_cls = REGISTRY[axis][name][0]
-    fields = {f.name: f for f in dataclasses.fields(config_cls)}
-    unknown = sorted(set(cfg) - set(fields))
-    if unknown:
-        raise ValueError(f"{axis}={name}: unknown keys {unknown}; valid keys are {sorted(fields)}")
-    for key, value in cfg.items():  # Hydra lists arrive as ListConfig
-        if isinstance(fields[key].default, tuple) and not isinstance(value, tuple):
-            cfg[key] = tuple(value)
-    return config_cls(**cfg)
+    config_cls, component_cls = REGISTRY[axis][name]
+    return component_cls, dataclass_config(config_cls, cfg, f"{axis}={name}")
+
+
+def make_config(axis: str, cfg: Mapping[str, Any]):
+    """The config dataclass for ``cfg`` (a dict or DictConfig with ``name``); unknown keys are an error."""
+    return resolve(axis, cfg)[1]
 
 
 def component_class(axis: str, cfg: Mapping[str, Any]) -> type:
     """The class ``cfg`` builds (a built-in's or a user's, ``name: custom``)."""
-    if dict(cfg).get("name") == CUSTOM:
-        return plugin_class(axis, dict(cfg))[1]
-    return REGISTRY[axis][make_config(axis, cfg).name][1]
+    return resolve(axis, cfg)[0]
 
 
 def _build(axis: str, cfg, *args):
-    config = make_config(axis, cfg)
-    return component_class(axis, cfg)(config, *args)
+    component_cls, config = resolve(axis, cfg)
+    return component_cls(config, *args)
 
 
 def build_selector(cfg, pool: TaskPool, seed: int) -> TaskSelector:
@@ -110,6 +105,7 @@ def build_filter(cfg, seed: int, prefilters=()) -> RolloutFilter:
 
 
 __all__ = [
-    "AXES", "REGISTRY", "register", "make_config", "component_class", "build_selector", "build_allocator", "build_filter",
+    "AXES", "REGISTRY", "register", "resolve", "make_config", "component_class", "build_selector", "build_allocator",
+    "build_filter",
     "TaskSelector", "BudgetAllocator", "RolloutFilter", "TaskPool", "StepResults", "TaskStats", "RolloutView",
 ]

@@ -87,19 +87,24 @@ def component_class(axis: str, cfg: Mapping[str, Any]) -> tuple[type, type]:
     return config_cls, component
 
 
-def make_custom_config(axis: str, cfg: Mapping[str, Any]):
-    """The user's config dataclass from ``cfg["config"]``, validated as :func:`verl_ext.axes.make_config` does."""
-    config_cls, component = component_class(axis, cfg)
-    values = dict(cfg.get("config") or {})
+def dataclass_config(config_cls: type, values: dict, where: str, place: str = ""):
+    """``config_cls(**values)``, a built-in's or a user's: unknown keys an error naming ``where`` (and the ``place``
+    they were found in) with the valid keys; Hydra lists (ListConfig) made tuples where the field's default is one."""
     fields = {f.name: f for f in dataclasses.fields(config_cls)}
     unknown = sorted(set(values) - set(fields))
     if unknown:
-        raise ValueError(f"{axis}=custom {component.__name__}: unknown keys {unknown} in {axis}.config; valid keys "
-                         f"are {sorted(fields)}")
+        raise ValueError(f"{where}: unknown keys {unknown}{place}; valid keys are {sorted(fields)}")
     for key, value in values.items():
         if isinstance(fields[key].default, tuple) and not isinstance(value, tuple):
             values[key] = tuple(value)
+    return config_cls(**values)
+
+
+def resolve_custom(axis: str, cfg: Mapping[str, Any]) -> tuple[type, Any]:
+    """(component class, its config) of a ``name: custom`` config, the file loaded once."""
+    config_cls, component = component_class(axis, cfg)
+    where = f"{axis}=custom {component.__name__}"
     try:
-        return config_cls(**values)
+        return component, dataclass_config(config_cls, dict(cfg.get("config") or {}), where, f" in {axis}.config")
     except TypeError as e:
-        raise ValueError(f"{axis}=custom {component.__name__}: {e}") from e
+        raise ValueError(f"{where}: {e}") from e
