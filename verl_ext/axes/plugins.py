@@ -21,6 +21,7 @@ from typing import Any
 
 CUSTOM = "custom"
 KEYS = ("name", "path", "cls", "config")
+AXES = ("selector", "allocator", "rollout_filter")
 
 
 def _base(axis: str) -> type:
@@ -38,6 +39,18 @@ def absolute(path: str) -> str:
     """A file path made absolute (from the launch directory: the Ray workers and the simulator's processes start
     elsewhere); a module name unchanged."""
     return os.path.abspath(path) if is_file(path) else path
+
+
+def spec_overrides(spec: str) -> tuple[str, ...]:
+    """``selector=custom,selector.path=f.py,selector.cls=C,+selector.config.epsilon=0.2`` (one component as the trainer
+    takes it, comma-separated: the simulator's ``--custom``, the bench's ``--component``) -> its overrides, each
+    ``AXIS.KEY=VALUE`` after the first ``AXIS=NAME``, a leading ``+`` dropped and ``AXIS.path`` made absolute."""
+    parts = [p.strip().lstrip("+") for p in spec.split(",") if p.strip()]
+    axis, sep, _ = parts[0].partition("=") if parts else ("", "", "")
+    if axis not in AXES or not sep or any(not p.startswith(f"{axis}.") or "=" not in p for p in parts[1:]):
+        raise ValueError(f"{spec!r}: expected AXIS=NAME,AXIS.KEY=VALUE,... with AXIS one of {list(AXES)}")
+    return tuple(f"{k}={absolute(v)}" if k == f"{axis}.path" else f"{k}={v}"
+                 for k, _, v in (p.partition("=") for p in parts))
 
 
 def _module(axis: str, path: str, cls: str):

@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 
 from verl_ext.apps.bench.step_share import of_reference_step
 from verl_ext.axes import build_allocator, build_filter, build_selector
-from verl_ext.axes.plugins import absolute
+from verl_ext.axes.plugins import spec_overrides
 from verl_ext.axes.views import RolloutView, StepResults, TaskPool
 
 DEFAULTS = {"selector": "uniform", "allocator": "fixed", "rollout_filter": "keep_all"}  # verl_ext_trainer.yaml
@@ -23,16 +23,14 @@ DEFAULTS = {"selector": "uniform", "allocator": "fixed", "rollout_filter": "keep
 
 def component_config(spec: str) -> tuple[str, dict]:
     """``selector=custom,selector.path=f.py,selector.cls=C,+selector.config.epsilon=0.2`` (as the trainer and the study
-    take it) -> ``("selector", {"name": "custom", "path": "/abs/f.py", ...})``."""
-    parts = [p.strip().lstrip("+") for p in spec.split(",") if p.strip()]
-    axis, sep, name = parts[0].partition("=") if parts else ("", "", "")
-    if axis not in DEFAULTS or not sep or any(not p.startswith(f"{axis}.") for p in parts[1:]):
-        raise ValueError(f"--component {spec!r}: expected AXIS=NAME,AXIS.KEY=VALUE,... with AXIS one of "
-                         f"{sorted(DEFAULTS)}")
-    cfg = OmegaConf.to_container(OmegaConf.from_dotlist([f"{axis}.name={name}", *parts[1:]]))[axis]
-    if "path" in cfg:
-        cfg["path"] = absolute(str(cfg["path"]))
-    return axis, cfg
+    take it) -> ``("selector", {"name": "custom", "path": "/abs/f.py", ...})``
+    (:func:`verl_ext.axes.plugins.spec_overrides`)."""
+    try:
+        choice, *fields = spec_overrides(spec)
+    except ValueError as e:
+        raise ValueError(f"--component {e}") from e
+    axis, _, name = choice.partition("=")
+    return axis, OmegaConf.to_container(OmegaConf.from_dotlist([f"{axis}.name={name}", *fields]))[axis]
 
 
 @dataclass(frozen=True)

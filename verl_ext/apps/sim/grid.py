@@ -88,18 +88,18 @@ def advantage_of(r: RecipeRun) -> str:
 def custom_settings(items: list[str]) -> dict[str, tuple[str, ...]]:
     """``["mine=selector=custom,selector.path=f.py,selector.cls=C,+selector.config.epsilon=0.2"]`` -> ``{"mine": (
     "selector=custom", "selector.path=/abs/f.py", ...)}``: a setting of the user's, Hydra overrides as the trainer takes
-    them (a leading ``+`` dropped, a file path made absolute for the worker processes)."""
-    from verl_ext.axes.plugins import absolute
+    them (:func:`verl_ext.axes.plugins.spec_overrides`)."""
+    from verl_ext.axes.plugins import spec_overrides
 
     out = {}
     for item in items:
         name, sep, rest = item.partition("=")
-        parts = tuple(p.strip().lstrip("+") for p in rest.split(",") if p.strip())
-        if not sep or not name or not parts or parts[0].partition("=")[0] not in TRAINER_DEFAULT:
-            raise ValueError(f"--custom {item!r}: expected NAME=AXIS=CHOICE,KEY=VALUE,... with AXIS one of "
-                             f"{sorted(TRAINER_DEFAULT)}")
-        out[name] = tuple(f"{k}={absolute(v)}" if k.endswith(".path") else f"{k}={v}"
-                          for k, _, v in (p.partition("=") for p in parts))
+        try:
+            if not sep or not name:
+                raise ValueError("no NAME=")
+            out[name] = spec_overrides(rest)
+        except ValueError as e:
+            raise ValueError(f"--custom {item!r}: expected NAME=AXIS=CHOICE,KEY=VALUE,... ({e})") from e
     return out
 
 
