@@ -349,9 +349,12 @@ def actor_steps(backend: AttentionBackend, config, device: str, size: str, token
     Returns per step: seconds, graphs compiled, seconds compiling, seconds building block masks (flex only), the
     compilations (:func:`compilations`), peak GPU memory; and the recompile-limit hits. Every call of the first step,
     and any later call that compiled, prints a line, and a call still running after ``stall_s`` seconds prints its
-    Python stack (:func:`stack_on_stall`): a step that never ends shows where it is."""
+    Python stack (:func:`stack_on_stall`): a step that never ends shows where it is. Each call starts from a fresh
+    torch.compile state (``torch._dynamo.reset()``), so its compilations and recompile-limit hits are its own, not
+    those of what this process compiled before (another size, another model)."""
     from torch._dynamo.utils import clear_compilation_metrics
 
+    torch._dynamo.reset()
     log = _RecompileLimitLog()
     logging.getLogger("torch._dynamo").addHandler(log)
     model = random_model(config, backend.attn_implementation, device,
