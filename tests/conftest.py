@@ -8,6 +8,18 @@ log-prob. The SFT test runs its job in bf16 (``tests/test_sft_on_cpu.py``).
 
 import os
 
+import pytest
+
 from verl_ext.cpu import PRECISION_ENV
 
 os.environ.setdefault(PRECISION_ENV, "fp32")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shared_compositions(tmp_path_factory):
+    """The xdist workers of one run share their cached recipe compositions (:mod:`tests.recipes.recipes`) in the run's
+    temporary folder (the parent of each worker's ``popen-gwN``, which pytest removes with old runs)."""
+    from tests.recipes import recipes
+
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        recipes.SHARED = tmp_path_factory.getbasetemp().parent / "recipe_compositions"

@@ -52,7 +52,8 @@ def cached_compositions():
     recipe), building the defaults list (the config name, the command line's group choices, the search path; the
     files it lists unchanged) and merging a defaults list into one config (the files in order, each with its
     package). The command line's values are applied after the merge, as usual. Every hit is a fresh copy,
-    unpickled (5x faster than a deep copy; a composition moves the loaded nodes into its result)."""
+    unpickled (5x faster than a deep copy; a composition moves the loaded nodes into its result). Under pytest-xdist
+    the workers share what they computed through :data:`SHARED` (:func:`_get`)."""
     from hydra._internal import config_loader_impl
     from hydra._internal.config_repository import ConfigRepository
 
@@ -73,6 +74,34 @@ def cached_compositions():
 
 _ORIGINAL: dict = {}
 _CACHE: dict = {}
+SHARED: Path | None = None  # a folder the xdist workers of one run share (tests/conftest.py), else None
+
+
+def _get(key) -> bytes | None:
+    """A cached pickle: this process's, else one another worker of the run wrote to :data:`SHARED`."""
+    if key not in _CACHE and SHARED is not None:
+        path = _shared_path(key)
+        if path.is_file():
+            _CACHE[key] = path.read_bytes()
+    return _CACHE.get(key)
+
+
+def _put(key, blob: bytes) -> None:
+    import os
+
+    _CACHE[key] = blob
+    if SHARED is not None:
+        path = _shared_path(key)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(blob)
+        tmp.replace(path)  # atomic: a worker reads a whole pickle or none
+
+
+def _shared_path(key) -> Path:
+    import hashlib
+
+    SHARED.mkdir(parents=True, exist_ok=True)
+    return SHARED / hashlib.sha256(repr(key).encode()).hexdigest()
 
 
 def _file_key(repository, config_path: str):
@@ -88,9 +117,11 @@ def _file_key(repository, config_path: str):
 
 
 def _cached(key, compute):
-    if key not in _CACHE:
-        _CACHE[key] = pickle.dumps(compute())
-    return pickle.loads(_CACHE[key])
+    blob = _get(key)
+    if blob is None:
+        blob = pickle.dumps(compute())
+        _put(key, blob)
+    return pickle.loads(blob)
 
 
 def _load_config_cached(self, config_path: str):
@@ -110,15 +141,16 @@ def _defaults_list_cached(repo, config_name, overrides_list, prepend_hydra, skip
     values = {id(o) for o in overrides.config_overrides}
     key = ("defaults", config_name, tuple(o.input_line for o in overrides_list if id(o) not in values),
            prepend_hydra, skip_missing, tuple(source.path for source in repository.get_sources()))
-    if key in _CACHE:
-        defaults, tree, known_choices, files = pickle.loads(_CACHE[key])
+    blob = _get(key)
+    if blob is not None:
+        defaults, tree, known_choices, files = pickle.loads(blob)
         if files == tuple(_file_key(repository, d.config_path) for d in defaults):
             overrides.known_choices = known_choices  # what the build records while it walks the tree
             return DefaultsList(defaults=defaults, config_overrides=overrides.config_overrides, defaults_tree=tree,
                                 overrides=overrides)
     built = build()
     files = tuple(_file_key(repository, d.config_path) for d in built.defaults)
-    _CACHE[key] = pickle.dumps((built.defaults, built.defaults_tree, built.overrides.known_choices, files))
+    _put(key, pickle.dumps((built.defaults, built.defaults_tree, built.overrides.known_choices, files)))
     return built
 
 
