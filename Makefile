@@ -61,8 +61,8 @@ demo: $(STAMP)
 test: $(STAMP) $(GPU_WHEELHOUSE_STAMP)
 	PYTHON=$(PY) VLLM_ENV_BUILD="$(MAKE) --no-print-directory vllm-env" bash scripts/run_tests.sh $(PYTEST_ARGS)
 
-# The developer's loop: everything but the e2e modules (Ray, vLLM, training runs) on two pytest-xdist workers of
-# one thread each (tiny tensors); no vLLM environment needed.
+# The developer's loop: everything but the e2e tests (Ray, vLLM, training runs, verl in a fresh interpreter, compiled
+# kernels) on two pytest-xdist workers of one thread each (tiny tensors); no vLLM environment needed.
 test-fast: $(STAMP) $(GPU_WHEELHOUSE_STAMP)
 	OMP_NUM_THREADS=1 $(PY) -m pytest tests -m "not e2e" -n 2 --dist worksteal $(PYTEST_ARGS)
 

@@ -143,6 +143,8 @@ def fsdp_checkpoint(actor, model_dir):
     (actor / "fsdp_config.json").write_text(json.dumps({"FSDP_version": 2, "world_size": 1}))
 
 
+@pytest.mark.e2e  # verl's model merger in a fresh interpreter: `make test` runs it beside the trainer runs
+@pytest.mark.beside
 def test_run_directory_over_steps(tmp_path, data):
     model_dir = Path(embedded_model_path(2))
     run = tmp_path / "run"

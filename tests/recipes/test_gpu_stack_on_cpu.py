@@ -80,7 +80,11 @@ FAMILIES = {  # the recipes' model families (Qwen2.5, Qwen3) and the embedded mo
 }
 
 
-@pytest.mark.parametrize("attention", RECIPE_ATTENTIONS)
+COMPILED = (pytest.mark.e2e, pytest.mark.beside)  # flex attention compiles: `make test` runs it beside the trainer runs
+
+
+@pytest.mark.parametrize("attention", [pytest.param(a, marks=COMPILED if a == "flex_attention" else ())
+                                       for a in RECIPE_ATTENTIONS])
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_packed_sequences_get_the_same_log_probs_as_padded_ones(family, attention):
     torch.manual_seed(0)

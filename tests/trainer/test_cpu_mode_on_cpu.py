@@ -72,6 +72,8 @@ def test_hydra_flags_go_first():
     assert argv[3:5] == ["--cfg", "job"] and argv[-1] == "a=1"
 
 
+@pytest.mark.e2e  # a fresh interpreter importing verl: `make test` runs it beside the trainer runs
+@pytest.mark.beside
 def test_cli_run_composes_verl_config():
     proc = subprocess.run([sys.executable, "-m", "verl_ext.cpu", "run", "--cfg", "job",
                            "actor_rollout_ref.model.path=/some/model", "trainer.total_training_steps=3"],
@@ -233,6 +235,8 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.e2e  # a fresh interpreter importing verl: `make test` runs it beside the trainer runs
+@pytest.mark.beside
 def test_plugin_in_cpu_mode():
     out = _run_python(PROBE, {**cpu_env(), "PROBE_PORT": str(_free_port())})
     assert out["device"] == "cpu" and out["backend"] == "gloo" and out["resource"] == "GPU"
@@ -243,6 +247,8 @@ def test_plugin_in_cpu_mode():
     assert out["pi_old_kept"]  # shim 4: separate_async's saved pi_old is a copy, not the parameters the update changes
 
 
+@pytest.mark.e2e  # a fresh interpreter importing verl: `make test` runs it beside the trainer runs
+@pytest.mark.beside
 def test_plugin_is_inert_without_verl_platform():
     """Registering on a GPU machine changes nothing: the platform is not auto-detected, nothing is patched."""
     out = _run_python(PROBE, {"VERL_USE_EXTERNAL_MODULES": PLUGIN_MODULE},

@@ -4,6 +4,7 @@ mandatory values, unusable validation files (no Ray here)."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -210,14 +211,18 @@ def test_a_users_selector_is_checked_and_made_absolute_before_ray_and_refused_as
                                        f"selector.path={tmp_path / 'no_rule.py'}", "selector.cls=NoRule"))
 
 
-def test_the_entry_point_refuses_a_missing_user_file_before_ray(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "verl_ext.main", "--config-dir", str(ROOT / "recipes"),
-                           "+bots=cpu_embedded", "actor_rollout_ref.model.path=/m", "selector=custom",
-                           f"selector.path={tmp_path / 'mine.py'}", "selector.cls=Mine"],
-                          capture_output=True, text=True, timeout=180, cwd=ROOT)
-    assert proc.returncode != 0 and "ray init" not in proc.stdout + proc.stderr
-    assert f"selector=custom selector.path={tmp_path / 'mine.py'} selector.cls=Mine: no file" in proc.stderr, \
-        proc.stderr[-2000:]
+def test_the_entry_point_refuses_a_missing_user_file_before_ray(tmp_path, monkeypatch):
+    """verl_ext.launch.main.run refuses it before verl's run_ppo (which starts Ray) is called."""
+    import verl.trainer.main_ppo
+
+    from verl_ext.launch import main
+
+    monkeypatch.setattr(verl.trainer.main_ppo, "run_ppo", lambda *args, **kwargs: pytest.fail("run_ppo was called"))
+    missing = tmp_path / "mine.py"
+    cfg = compose_recipe("bots", "cpu_embedded", "actor_rollout_ref.model.path=/m", "selector=custom",
+                         f"selector.path={missing}", "selector.cls=Mine")
+    with pytest.raises(ValueError, match=re.escape(f"selector=custom selector.path={missing} selector.cls=Mine: no file")):
+        main.run(cfg)
 
 
 OWN_AXES = """

@@ -58,6 +58,8 @@ def test_bench_starts_nothing_once_its_time_budget_is_spent():
     assert [r["status"] for r in rows] == ["skipped: time budget spent"] * 2 + ["skipped: CUDA kernel"] * 2
 
 
+@pytest.mark.e2e  # compiles flex attention's kernels: `make test` runs it beside the trainer runs
+@pytest.mark.beside
 def test_forward_only_steps_record_flex_attentions_compilations_on_cpu(capfd):
     """``--steps --forward-only`` runs flex attention's compiled forward on the CPU in the actor's step pattern: the
     first step compiles transformers' block mask and the kernel (a first size, then dynamic sizes, then with
