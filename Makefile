@@ -16,7 +16,7 @@ PYTEST_ARGS ?= --durations=25
 GPU_WHEELHOUSE ?= .gpu-wheelhouse
 GPU_WHEELHOUSE_STAMP := $(GPU_WHEELHOUSE)/requirements.txt
 
-.PHONY: install install-gpu vllm-env gpu-wheelhouse check-gpu demo test test-fast bench simulate clean
+.PHONY: install install-gpu gpu-resolve vllm-env gpu-wheelhouse check-gpu demo test test-fast bench simulate clean
 
 install: $(STAMP)
 
@@ -45,6 +45,11 @@ $(GPU_WHEELHOUSE_STAMP): $(STAMP) scripts/bare_gpu/wheelhouse.txt scripts/bare_g
 install-gpu:
 	rm -f $(STAMP)
 	$(MAKE) install EXTRAS=gpu,dev TORCH_PIN=
+
+# install-gpu's set resolved for Python 3.12 and 3.11 on manylinux x86_64, installing nothing (uv, in .venv-uv):
+# scripts/gpu_install/py3.*.txt
+gpu-resolve:
+	bash scripts/gpu_install/resolve.sh
 
 # On the GPU machine, after install-gpu and before a launcher: GPUs, driver, vLLM, attention backend,
 # one tiny generate and one tiny update; CHECK_GPU_ARGS="--model PATH --attention IMPL" (see --help).
