@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.apps.gpu.test_gpu_first_hour_plan_on_cpu import return_problems
 from verl_ext.models.attention import BACKENDS
 from verl_ext.cpu import project_root
 
@@ -82,7 +83,7 @@ def _marker_holds(marker: str) -> bool:
 def first_hour(tmp_path_factory):
     """scripts/gpu_first_hour.sh on the CPU (tiny model) with only torch, transformers, numpy, safetensors, tqdm, pip,
     their requirements, the standard library and what the script itself installs (the wheelhouse) or adds (Ray's
-    import stub) importable: (output folder, one record of imports per Python process)."""
+    import stub) importable: (output folder, work folder, one record of imports per Python process)."""
     assert (WHEELHOUSE / "requirements.txt").is_file(), f"no {WHEELHOUSE}: run `make gpu-wheelhouse` first"
     tmp_path = tmp_path_factory.mktemp("first_hour")
     dists = _closure(BARE_MACHINE)
@@ -92,15 +93,16 @@ def first_hour(tmp_path_factory):
     assert not {"verl", "vllm", "ray", "hydra", "omegaconf", "tensordict"} & modules
     (tmp_path / "site").mkdir()
     (tmp_path / "site" / "sitecustomize.py").write_text(SITECUSTOMIZE)
-    out = tmp_path / "out"
+    out, work = tmp_path / "out", tmp_path / "work"
     stub = ROOT / "scripts" / "bare_gpu" / "ray_import_stub"
     env = dict(os.environ, DEVICE="cpu", SIZE="tiny", OUT=str(out), PYTHON=sys.executable, WHEELHOUSE=str(WHEELHOUSE),
                PYTHONPATH=str(tmp_path / "site"), BARE_ALLOWED=",".join(sorted(modules | {"verl_ext"})),
-               BARE_DIRS=os.pathsep.join([str(out / "site"), str(stub)]), BARE_RECORD=str(tmp_path / "record.jsonl"))
+               WORK=str(work), BARE_DIRS=os.pathsep.join([str(work / "site"), str(stub)]),
+               BARE_RECORD=str(tmp_path / "record.jsonl"))
     proc = subprocess.run(["bash", "scripts/gpu_first_hour.sh"], capture_output=True, text=True, timeout=600,
                           cwd=ROOT, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return out, [json.loads(line) for line in (tmp_path / "record.jsonl").read_text().splitlines()]
+    return out, work, [json.loads(line) for line in (tmp_path / "record.jsonl").read_text().splitlines()]
 
 
 def _program(record: dict) -> str:
@@ -111,8 +113,15 @@ def _program(record: dict) -> str:
 
 def test_first_hour_script_dry_run_on_a_bare_machine(first_hour):
     """Every step runs, one table comes out, and outside verl's actor step verl, vLLM, Ray and Hydra are never
-    imported (check_gpu --no-vllm --cpu among the steps)."""
-    out, records = first_hour
+    imported (check_gpu --no-vllm --cpu among the steps); everything in the output folder would come back from a GPU
+    machine (installs and checkpoints are in the work folder)."""
+    out, work, records = first_hour
+    assert return_problems(out) == [], return_problems(out)
+    assert sorted(p.name for p in out.iterdir()) == ["bench.json", "log.txt", "results.json", "results.md", "steps.json",
+                                                     "update.json", "verl_actor.json", "verl_actor.md"]
+    log = (out / "log.txt").read_text()  # every step's output: update check, verl's actor, step pattern, bench, table
+    assert (work / "site" / "verl").is_dir() and all(line in log for line in (
+        "[ok] update sdpa: ", "\nsdpa: finished\n", "\nsdpa step 1: ", "attention bench: ", "; bench model: "))
     programs = [_program(r) for r in records]
     assert sorted(programs) == sorted(["-c"] * 3 + ["pip/__main__.py", "gpu/check_gpu.py"] + ["gpu/verl_actor.py"] * 3
                                       + ["gpu/attention_bench.py"] * 3), programs  # -c: versions, verl?, ray?
@@ -142,12 +151,12 @@ def test_first_hour_runs_verls_own_actor_from_the_wheelhouse_without_ray(first_h
     """Step 2: verl 0.9.1's ActorRolloutRefWorker (role actor) trains 3 steps per backend from the recipe's config,
     each backend in its own process, verl from the installed wheelhouse, Ray from the import stub, no datasets,
     pyarrow, pandas or vLLM; log-probs equal eager attention on the padded batch (fp32: the suite's precision)."""
-    out, records = first_hour
+    out, work, records = first_hour
     children = [r for r in records if "--child" in r["argv"]]
     assert sorted(r["argv"][r["argv"].index("--backends") + 1] for r in children) == ["sdpa", "sdpa_padded"]
     for r in children:
-        assert r["files"]["verl"].startswith(str(out / "site")), r["files"]
-        assert r["files"]["transformers"].startswith(str(out / "site")), r["files"]  # the wheelhouse's pinned one
+        assert r["files"]["verl"].startswith(str(work / "site")), r["files"]
+        assert r["files"]["transformers"].startswith(str(work / "site")), r["files"]  # the wheelhouse's pinned one
         assert "bare_gpu/ray_import_stub" in r["files"]["ray"], r["files"]
         assert not NOT_BARE & set(r["modules"]), r["argv"]
     result = json.loads((out / "verl_actor.json").read_text())
