@@ -38,7 +38,7 @@ $(VLLM_STAMP): pyproject.toml requirements.txt verl_ext/REQUIRED_VERL.txt script
 # machine's Python 3.12 and this one's, ~23 MiB: carried beside a checkout, scripts/gpu_first_hour.sh installs them.
 gpu-wheelhouse: $(GPU_WHEELHOUSE_STAMP)
 
-$(GPU_WHEELHOUSE_STAMP): $(STAMP) scripts/bare_gpu/wheelhouse.txt scripts/bare_gpu/wheelhouse.sh
+$(GPU_WHEELHOUSE_STAMP): $(STAMP) scripts/bare_gpu/wheelhouse.txt scripts/bare_gpu/wheelhouse.sh scripts/gpu_install/py3.12.txt
 	PYTHON=$(PY) bash scripts/bare_gpu/wheelhouse.sh $(GPU_WHEELHOUSE)
 
 # CUDA machines: verl's vLLM extra brings vLLM and the CUDA torch it is built for.

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # A first measurement on a bare GPU machine: python + torch (CUDA) + transformers and this repository, no vLLM /
 # verl / Ray / Hydra, no network, nothing installed. Under 10 minutes on one H100/H200 (BUDGET_S, default 540 s):
+#   0. where verl is not installed, the wheelhouse (WHEELHOUSE, default .gpu-wheelhouse: `make gpu-wheelhouse` on a
+#      machine with the network, carried beside the checkout: verl and the transformers a GPU user gets) installed into
+#      $WORK/site and put first on every step's path, so the whole table is of one stack (its header says which);
 #   1. the actor update on CUDA in bf16 for every attention backend (python -m verl_ext.apps.gpu.check_gpu --no-vllm):
 #      log-probs and gradients against eager attention on the padded batch;
 #   2. verl 0.9.1's own actor (python -m verl_ext.apps.gpu.verl_actor: ActorRolloutRefWorker, role actor, without Ray)
 #      built from a recipe's config (VERL_RECIPE, default bots/qwen2.5-1.5b-instruct_math) with its token budget,
 #      a few trainer steps per backend (VERL_BACKENDS, default the recipes' sdpa, then flex_attention, which gets
-#      what sdpa left of the step's time: its first step compiles), each backend under its own time guard; verl and its imports from the wheelhouse (WHEELHOUSE, default .gpu-wheelhouse:
-#      `make gpu-wheelhouse` on a machine with the network, carried beside the checkout) installed into $WORK/site,
-#      Ray from the import stub scripts/bare_gpu/ray_import_stub (only where no Ray is installed);
+#      what sdpa left of the step's time: its first step compiles), each backend under its own time guard; Ray from
+#      the import stub scripts/bare_gpu/ray_import_stub (only where no Ray is installed);
 #   3. the actor's step pattern (python -m verl_ext.apps.gpu.attention_bench --steps): eval forward, then train forward +
 #      backward, new micro-batch sizes each step, for the recipes' backend and sdpa: what compilation costs in the
 #      first step and whether later steps compile again;
@@ -86,21 +88,14 @@ echo "gpu_first_hour: device $DEVICE, model ${MODEL_PATH:-random weights ($SIZE 
   2>&1 | tee -a "$LOG"
 [[ ${PIPESTATUS[0]} == 0 ]] || { echo "gpu_first_hour: torch and transformers must import" >&2; exit 1; }
 
-# 1. actor update per backend: at most a third of the budget (flex_attention compiles on its first call)
-limit=$(update_limit)
-limited "$limit" "$PYTHON" -m verl_ext.apps.gpu.check_gpu --no-vllm ${CPU_FLAG[@]+"${CPU_FLAG[@]}"} \
-  ${MODEL_ARGS[@]+"${MODEL_ARGS[@]}"} --json "$OUT/update.json" 2>&1 | tee -a "$LOG"
-update_rc=${PIPESTATUS[0]}
-[[ $update_rc == 124 || $update_rc == 137 ]] && echo "gpu_first_hour: update check stopped at ${limit} s" >&2
-
-# 2. verl's actor: verl from the wheelhouse where it is not installed, Ray's import stub where Ray is not
+# 0. the wheelhouse (verl, and the transformers and tokenizers a GPU user's make install-gpu gets) on every step's path,
+#    where verl is not installed: one stack for the whole table
 verl_rc=skipped
-verl_path=$PYTHONPATH
 if ! "$PYTHON" -c 'import verl' 2>/dev/null; then
   if [[ -f $WHEELHOUSE/requirements.txt ]]; then
     rm -rf "$WORK/site"
     "$PYTHON" -m pip install --quiet --no-index --no-deps --no-compile --find-links "$WHEELHOUSE" --target "$WORK/site" \
-      -r "$WHEELHOUSE/requirements.txt" && verl_path="$WORK/site:$verl_path" \
+      -r "$WHEELHOUSE/requirements.txt" && export PYTHONPATH="$WORK/site:$PYTHONPATH" \
       || { echo "gpu_first_hour: installing $WHEELHOUSE failed; verl's actor step skipped" >&2; verl_rc=wheelhouse; }
   else
     echo "gpu_first_hour: no verl and no wheelhouse ($WHEELHOUSE): run 'make gpu-wheelhouse' where PyPI is" \
@@ -108,7 +103,19 @@ if ! "$PYTHON" -c 'import verl' 2>/dev/null; then
     verl_rc=wheelhouse
   fi
 fi
-PYTHONPATH=$verl_path "$PYTHON" -c 'import ray' 2>/dev/null || verl_path="$PWD/scripts/bare_gpu/ray_import_stub:$verl_path"
+"$PYTHON" -c 'import transformers as t, tokenizers as k; print(f"every step: transformers {t.__version__}, tokenizers {k.__version__}")' \
+  2>&1 | tee -a "$LOG"
+
+# 1. actor update per backend: at most a third of the budget (flex_attention compiles on its first call)
+limit=$(update_limit)
+limited "$limit" "$PYTHON" -m verl_ext.apps.gpu.check_gpu --no-vllm ${CPU_FLAG[@]+"${CPU_FLAG[@]}"} \
+  ${MODEL_ARGS[@]+"${MODEL_ARGS[@]}"} --json "$OUT/update.json" 2>&1 | tee -a "$LOG"
+update_rc=${PIPESTATUS[0]}
+[[ $update_rc == 124 || $update_rc == 137 ]] && echo "gpu_first_hour: update check stopped at ${limit} s" >&2
+
+# 2. verl's actor: verl from the wheelhouse where it is not installed (step 0), Ray's import stub where Ray is not
+verl_path=$PYTHONPATH
+"$PYTHON" -c 'import ray' 2>/dev/null || verl_path="$PWD/scripts/bare_gpu/ray_import_stub:$verl_path"
 if [[ $verl_rc == skipped ]]; then
   limit=$(verl_limit)
   PYTHONPATH=$verl_path limited "$limit" "$PYTHON" -m verl_ext.apps.gpu.verl_actor ${CPU_FLAG[@]+"${CPU_FLAG[@]}"} \
@@ -140,7 +147,7 @@ bench_rc=${PIPESTATUS[0]}
 fi
 
 # 5. one table
-"$PYTHON" -m verl_ext.apps.gpu.attention_bench --summary "$OUT" 2>&1 | tee -a "$LOG"
+"$PYTHON" -m verl_ext.apps.gpu.attention_bench --summary "$OUT" --device "$DEVICE" 2>&1 | tee -a "$LOG"
 [[ ${PIPESTATUS[0]} == 0 ]] || exit 1
 echo "gpu_first_hour: $(( SECONDS - start )) s; update check exit $update_rc, verl actor exit $verl_rc, bench exit" \
   "$bench_rc, actor steps exit $steps_rc; table: $OUT/results.md"

@@ -3,8 +3,9 @@
 # (scripts/bare_gpu/wheelhouse.txt), for the GPU machine's Python (GPU_PYTHON, default 3.12: the bare H100 / H200
 # image) and this machine's (the CPU dry run in make test), offline-installable on the bare machine with
 #   pip install --no-index --no-deps --find-links WHEELHOUSE --target DIR -r WHEELHOUSE/requirements.txt
-# (scripts/gpu_first_hour.sh does it). Versions are the project environment's. Fails when the folder exceeds
-# LIMIT_MIB (48: the device tool carries at most 64 MiB of ignored files per command).
+# (scripts/gpu_first_hour.sh does it). Versions are those a GPU user's `make install-gpu` gets, from the resolved set
+# scripts/gpu_install/py$GPU_PYTHON.txt (`make gpu-resolve`), so that the first GPU hour runs the users' stack. Fails
+# when the folder exceeds LIMIT_MIB (48: the device tool carries at most 64 MiB of ignored files per command).
 #   PYTHON=.venv/bin/python bash scripts/bare_gpu/wheelhouse.sh [OUT (default .gpu-wheelhouse)]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -16,14 +17,18 @@ SOURCE_ONLY=antlr4-python3-runtime  # PyPI has only its source: built into a whe
 
 rm -rf "$OUT.tmp" && mkdir -p "$OUT.tmp"
 names=$(grep -v '^#' scripts/bare_gpu/wheelhouse.txt | xargs)
-"$PYTHON" - "$OUT.tmp/requirements.txt" $names <<'PY'
-import importlib.metadata as md, sys
-out, names = sys.argv[1], sys.argv[2:]
-missing = [n for n in names if not _has(n)] if (_has := lambda n: bool(md.distributions(name=n))) else []
+LOCK=scripts/gpu_install/py$GPU_PYTHON.txt
+"$PYTHON" - "$OUT.tmp/requirements.txt" "$LOCK" $names <<'PY'
+import re, sys
+out, lock, names = sys.argv[1], sys.argv[2], sys.argv[3:]
+norm = lambda n: re.sub(r"[-_.]+", "-", n).lower()  # noqa: E731
+pinned = dict(re.findall(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)", open(lock).read(), re.M))
+pinned = {norm(n): v for n, v in pinned.items()}
+missing = [n for n in names if norm(n) not in pinned]
 if missing:
-    sys.exit(f"not installed in {sys.executable}: {', '.join(missing)} (make install first)")
+    sys.exit(f"not in {lock}: {', '.join(missing)} (scripts/bare_gpu/wheelhouse.txt names a package install-gpu lacks)")
 with open(out, "w") as f:
-    f.write("".join(f"{n}=={md.version(n)}\n" for n in names))
+    f.write("".join(f"{n}=={pinned[norm(n)]}\n" for n in names))
 PY
 local_python=$("$PYTHON" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
 grep -v "^$SOURCE_ONLY==" "$OUT.tmp/requirements.txt" > "$OUT.tmp/binary.txt"

@@ -3,9 +3,12 @@ tables, its time budget. The backends themselves: tests/test_attention_on_cpu.py
 
 from __future__ import annotations
 
+import importlib.metadata as md
 import json
+import platform
 
 import pytest
+import torch
 
 from verl_ext.apps.gpu import attention_bench as bench
 from verl_ext.apps.bench.__main__ import BENCHMARKS
@@ -45,11 +48,19 @@ def test_bench_rows_and_tables_on_the_tiny_model(tmp_path, monkeypatch):
     assert "| sdpa | 256 | " in table and " | 1.00 | " in table
     (tmp_path / "update.json").write_text(json.dumps({"rows": [{"backend": "sdpa", "status": "ok", "logp_gap": 1e-7,
                                                                 "grad_gap": 2e-7}]}))
-    summary = bench.write_summary(tmp_path).splitlines()
+    import tokenizers
+    import transformers
+
+    head, *summary = bench.write_summary(tmp_path, "cpu").splitlines()
+    assert head.startswith(f"stack: python {platform.python_version()}, torch {torch.__version__}, transformers "
+                           f"{transformers.__version__}, tokenizers {tokenizers.__version__}, huggingface_hub ")
+    assert ", regex " in head and f", verl {md.version('verl')}, device " in head  # read in the summary's process
+    summary = summary[1:]
     assert summary[1].startswith("| backend | update check | log-prob gap | grad gap | 128 ms | 128 x sdpa |")
     assert summary[3].startswith("| sdpa_padded | not run | - | - | failed: RuntimeError: kernel launch failed |")
     assert summary[4].startswith("| sdpa | ok | 1.0e-07 | 2.0e-07 | ")
-    assert (tmp_path / "results.md").read_text().splitlines() == summary
+    assert (tmp_path / "results.md").read_text().splitlines() == [head, "", *summary]
+    assert json.loads((tmp_path / "results.json").read_text())["stack"]["transformers"] == transformers.__version__
     assert json.loads((tmp_path / "results.json").read_text())["bench"]["rows"] == rows
 
 

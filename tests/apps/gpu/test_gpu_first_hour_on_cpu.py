@@ -123,14 +123,19 @@ def test_first_hour_script_dry_run_on_a_bare_machine(first_hour):
     assert (work / "site" / "verl").is_dir() and all(line in log for line in (
         "[ok] update sdpa: ", "\nsdpa: finished\n", "\nsdpa step 1: ", "attention bench: ", "; bench model: "))
     programs = [_program(r) for r in records]
-    assert sorted(programs) == sorted(["-c"] * 3 + ["pip/__main__.py", "gpu/check_gpu.py"] + ["gpu/verl_actor.py"] * 3
-                                      + ["gpu/attention_bench.py"] * 3), programs  # -c: versions, verl?, ray?
+    assert sorted(programs) == sorted(["-c"] * 4 + ["pip/__main__.py", "gpu/check_gpu.py"] + ["gpu/verl_actor.py"] * 3
+                                      + ["gpu/attention_bench.py"] * 3), programs  # -c: versions, verl?, stack, ray?
+    pinned = dict(line.split("==") for line in (WHEELHOUSE / "requirements.txt").read_text().split())
     for r, program in zip(records, programs):
+        if program not in ("pip/__main__.py", "-c"):  # every step on the wheelhouse's transformers: one stack
+            assert r["files"]["transformers"].startswith(str(work / "site")), (r["argv"], r["files"])
         if program in ("gpu/verl_actor.py", "pip/__main__.py", "-c"):
             continue
         assert not {"verl", "vllm", "ray", "hydra", "omegaconf"} & set(r["modules"]), r["argv"]
         assert not {"verl", "vllm", "ray", "hydra"} & {b.partition(".")[0] for b in r["blocked"]}, r
-    table, steps_table = ((out / "results.md").read_text().split("\n\n"))[:2]
+    stack, table, steps_table = ((out / "results.md").read_text().split("\n\n"))[:3]
+    assert stack.startswith("stack: python ") and f", transformers {pinned['transformers']}, tokenizers " \
+        f"{pinned['tokenizers']}, " in stack and f", verl {pinned['verl']}, device " in stack, stack
     table, steps_table = table.splitlines(), steps_table.splitlines()
     rows = {line.split(" | ")[0].strip("| "): line for line in table if line.startswith("| ")}
     assert set(rows) == {"backend", *BACKENDS}

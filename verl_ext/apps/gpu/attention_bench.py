@@ -468,11 +468,23 @@ def steps_report(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+STACK = ("tokenizers", "huggingface_hub", "regex", "verl")  # besides torch and transformers, read from their metadata
+
+
 def environment(device: str) -> dict[str, str]:
+    """What ran, read in this process: Python, torch, transformers, :data:`STACK` (as ``sys.path`` finds them, so a
+    carried wheelhouse first; "none" where missing), the device; on CUDA its name, torch's CUDA and the driver."""
+    import importlib.metadata as md
+
     import transformers
 
-    env = {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
-           "device": platform.processor() or platform.machine()}
+    env = {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__}
+    for name in STACK:
+        try:
+            env[name] = md.version(name)
+        except md.PackageNotFoundError:
+            env[name] = "none"
+    env["device"] = platform.processor() or platform.machine()
     if device == "cuda" and torch.cuda.is_available():
         env["device"] = torch.cuda.get_device_name(0)
         env["cuda"] = str(torch.version.cuda)
@@ -541,23 +553,25 @@ def summary(bench: dict | None, checks: dict | None) -> str:
     return "\n".join(lines)
 
 
-def write_summary(out: Path) -> str:
+def write_summary(out: Path, device: str) -> str:
     """``out/results.md`` and ``out/results.json`` from ``out/bench.json``, ``out/update.json`` and, where the
     actor-step run and verl's actor (``python -m verl_ext.apps.gpu.verl_actor --json``) left them, ``out/steps.json``
-    and ``out/verl_actor.json`` with its table ``out/verl_actor.md``."""
+    and ``out/verl_actor.json`` with its table ``out/verl_actor.md``; headed by the stack this process finds
+    (:func:`environment`: the first GPU hour runs every step on the same path)."""
     def load(name: str) -> dict | None:
         path = out / name
         return json.loads(path.read_text()) if path.exists() else None
 
     bench, checks, steps, verl_actor = load("bench.json"), load("update.json"), load("steps.json"), \
         load("verl_actor.json")
-    table = summary(bench, checks)
+    stack = environment(device)
+    table = "stack: " + ", ".join(f"{k} {v}" for k, v in stack.items()) + "\n\n" + summary(bench, checks)
     if steps is not None:
         table += "\n\n" + steps_report(steps["steps"])
     if (out / "verl_actor.md").exists():
         table += "\n\n" + (out / "verl_actor.md").read_text().strip()
     (out / "results.md").write_text(table + "\n")
-    (out / "results.json").write_text(json.dumps({"bench": bench, "update_check": checks, "steps": steps,
+    (out / "results.json").write_text(json.dumps({"stack": stack, "bench": bench, "update_check": checks, "steps": steps,
                                                   "verl_actor": verl_actor}, indent=2))
     return table
 
@@ -594,7 +608,7 @@ def main(argv: list[str] | None = None) -> int:
                         "DIR/steps.json (--steps)")
     args = parser.parse_args(argv)
     if args.summary:
-        print(write_summary(Path(args.summary)))
+        print(write_summary(Path(args.summary), args.device))
         return 0
     if args.steps:
         results = run_steps(args.size, args.device, (args.tokens or TOKENS[args.size])[0], args.steps,
