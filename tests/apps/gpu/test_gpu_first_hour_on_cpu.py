@@ -167,7 +167,7 @@ def test_first_hour_runs_verls_own_actor_from_the_wheelhouse_without_ray(first_h
     result = json.loads((out / "verl_actor.json").read_text())
     rows = {r["backend"]: r for r in result["rows"]}
     assert "no backward" in rows["flex_attention"]["status"]
-    assert result["dtype"] == "fp32" and result["tolerance"] == 1e-4
+    assert result["dtype"] == "fp32" and result["tolerance"] == 1e-4 and result["memory_cap_gib"] == 80
     for name in ("sdpa", "sdpa_padded"):
         row = rows[name]
         assert row["status"] == "finished" and len(row["steps"]) == 3, row

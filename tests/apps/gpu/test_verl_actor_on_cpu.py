@@ -108,3 +108,12 @@ def test_a_backend_past_its_guard_is_stopped_and_reported(tmp_path):
     row = verl_actor.guarded_run(BACKENDS["sdpa"], path, tmp_path, "cpu", steps=1, micro_batches=1, guard_s=3)
     assert row["status"].startswith("did not finish within its guard (3 s): stopped in"), row
     assert row["wall_s"] < 20
+
+
+def test_the_memory_cap_is_a_fraction_of_the_card_or_none():
+    gib = 2**30
+    assert verl_actor.memory_fraction(80, 141 * gib) == pytest.approx(80 / 141)  # an H200 held to an H100's memory
+    assert verl_actor.memory_fraction(80, 80 * gib) is None and verl_actor.memory_fraction(80, 40 * gib) is None
+    assert verl_actor.memory_fraction(0, 141 * gib) is None  # 0: no cap
+    with pytest.raises(ValueError, match="must be >= 0"):
+        verl_actor.memory_fraction(-1, 141 * gib)

@@ -23,7 +23,9 @@ long is reported as "did not finish within its guard" with the phase it was in, 
 Per backend and step: seconds of the old-log-prob pass and of the update, peak GPU memory, graphs compiled
 (``torch._dynamo``), loss and grad norm; the first step's extra time over the later ones (compilation); and the
 largest gap between verl's old log-probs (step 1, before any update) and eager attention on the padded batch of the
-same weights, against :data:`LOGP_TOL`.
+same weights, against :data:`LOGP_TOL`. On CUDA each backend's process runs under ``--memory-cap-gib`` (default 80:
+an 80 GB card's memory, through ``torch.cuda.set_per_process_memory_fraction``), and step 1's peak includes the eager
+reference, so a row that finishes on an H200 says the step fits an 80 GB H100.
 
 On a bare GPU machine (torch + transformers only) verl and what its actor imports come from the wheelhouse
 (``make gpu-wheelhouse``) and Ray from the import stub ``scripts/bare_gpu/ray_import_stub``: both put on the path by
@@ -295,9 +297,22 @@ def _compiled_graphs() -> int:
     return int(counters["stats"]["unique_graphs"])
 
 
+MEMORY_CAP_GIB = 80  # an H100's memory: a step that fits under this cap on a bigger card fits on an 80 GB one
+
+
+def memory_fraction(cap_gib: float, total_bytes: int) -> float | None:
+    """The fraction of a card's ``total_bytes`` that ``cap_gib`` is, for ``torch.cuda.set_per_process_memory_fraction``
+    (torch then raises out-of-memory past it); None for no cap (``cap_gib`` 0, or a card no bigger than the cap)."""
+    if cap_gib < 0:
+        raise ValueError(f"memory cap {cap_gib} GiB: must be >= 0 (0: no cap)")
+    fraction = cap_gib * 2**30 / total_bytes
+    return fraction if 0 < fraction < 1 else None
+
+
 def run_backend(config_path: Path, backend: AttentionBackend, device: str, steps: int, micro_batches: int,
-                progress: Progress) -> None:
-    """Build the actor for ``backend`` from the composed config and run ``steps`` trainer steps (child process)."""
+                progress: Progress, memory_cap_gib: float = MEMORY_CAP_GIB) -> None:
+    """Build the actor for ``backend`` from the composed config and run ``steps`` trainer steps (child process); on
+    CUDA everything, the eager reference included, runs under ``memory_cap_gib`` (:func:`memory_fraction`)."""
     from omegaconf import OmegaConf
 
     os.environ.update(WORLD_SIZE="1", RANK="0", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
@@ -307,6 +322,11 @@ def run_backend(config_path: Path, backend: AttentionBackend, device: str, steps
         from verl_ext.cpu import shims
 
         shims.apply()
+    if device == "cuda":
+        fraction = memory_fraction(memory_cap_gib, torch.cuda.get_device_properties(0).total_memory)
+        if fraction is not None:
+            torch.cuda.set_per_process_memory_fraction(fraction)
+        progress.record["memory_fraction"] = fraction
     prepare_verl_import()
     import torch.distributed as dist
     from verl.utils import tensordict_utils as tu
@@ -364,6 +384,8 @@ def run_backend(config_path: Path, backend: AttentionBackend, device: str, steps
             progress.phase("step 1: eager reference")
             reference = eager_log_probs(config.actor_rollout_ref.model.path, batch, temperature, device, b["update"])
             progress.record["logp_gap"] = float(((old - reference).abs() * batch["response_mask"]).max())
+            if device == "cuda":  # the step's peak, the reference's included (the stats were reset at its start)
+                row["peak_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
     progress.record |= {"status": "finished", "phase": "done"}
     progress.write()
     dist.destroy_process_group()
@@ -371,13 +393,14 @@ def run_backend(config_path: Path, backend: AttentionBackend, device: str, steps
 
 # ------------------------------------------------------------------ the command: each backend under its guard
 def guarded_run(backend: AttentionBackend, config_path: Path, workdir: Path, device: str, steps: int,
-                micro_batches: int, guard_s: float) -> dict:
+                micro_batches: int, guard_s: float, memory_cap_gib: float = MEMORY_CAP_GIB) -> dict:
     """Run the backend in a child process; stop it (and its children) at ``guard_s``. The row says how it ended."""
     progress_path, log_path = workdir / f"{_safe(backend.name)}.json", workdir / f"{_safe(backend.name)}.log"
     progress_path.unlink(missing_ok=True)
     command = [sys.executable, "-m", "verl_ext.apps.gpu.verl_actor", "--child", "--config", str(config_path),
                "--backends", backend.name, "--steps", str(steps), "--micro-batches", str(micro_batches),
-               "--json", str(progress_path)] + (["--cpu"] if device == "cpu" else [])
+               "--json", str(progress_path), "--memory-cap-gib", str(memory_cap_gib)]
+    command += ["--cpu"] if device == "cpu" else []
     env = dict(os.environ)
     if device == "cpu":
         from verl_ext.cpu import cpu_env
@@ -475,13 +498,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", default=None, help="checkpoint, config and logs (default: a temporary folder)")
     parser.add_argument("--json", default=None, help="write the result here (as backends finish), and its table "
                         "beside it (.md)")
+    parser.add_argument("--memory-cap-gib", type=float, default=MEMORY_CAP_GIB,
+                        help=f"on CUDA, run each backend under this much GPU memory, the eager reference included "
+                        f"(default {MEMORY_CAP_GIB}: an 80 GB card's; 0: no cap)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--config", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     device = "cpu" if args.cpu else "cuda"
     if args.child:
         progress = Progress(Path(args.json), args.backends[0])
-        run_backend(Path(args.config), get_backend(args.backends[0]), device, args.steps, args.micro_batches, progress)
+        run_backend(Path(args.config), get_backend(args.backends[0]), device, args.steps, args.micro_batches, progress,
+                    args.memory_cap_gib)
         return 0
     if device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("no CUDA device visible to torch; --cpu runs the dry run")
@@ -506,7 +533,8 @@ def main(argv: list[str] | None = None) -> int:
     dtype = compute_dtype(config)
     result = {"environment": environment(device), "recipe": args.recipe, "model": desc,
               "changes": [asdict(c) for c in changes], "budgets": budgets(config), "dtype": dtype,
-              "tolerance": LOGP_TOL[dtype], "steps": args.steps, "micro_batches": args.micro_batches, "rows": []}
+              "tolerance": LOGP_TOL[dtype], "steps": args.steps, "micro_batches": args.micro_batches,
+              "memory_cap_gib": args.memory_cap_gib, "rows": []}
     print("\n".join(changes_report(result["changes"])), flush=True)
     for name in args.backends:
         backend = get_backend(name)
@@ -517,8 +545,8 @@ def main(argv: list[str] | None = None) -> int:
             reason = "skipped: time budget spent"
         guard = min(args.guard_s, max(1.0, deadline - time.monotonic()))
         row = ({"backend": name, "status": reason, "steps": []} if reason else
-               check_row(guarded_run(backend, config_path, workdir, device, args.steps, args.micro_batches, guard),
-                         LOGP_TOL[dtype]))
+               check_row(guarded_run(backend, config_path, workdir, device, args.steps, args.micro_batches, guard,
+                                     args.memory_cap_gib), LOGP_TOL[dtype]))
         result["rows"].append(row)
         print(f"{name}: {row['status']}", flush=True)
         if args.json:
