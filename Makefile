@@ -61,7 +61,7 @@ demo: $(STAMP)
 	$(PY) -m verl_ext.apps.demo
 
 # Two lanes and a build side by side: the e2e modules, then those marked `vllm` (they train through verl's vLLM rollout);
-# the other tests, then the e2e modules marked `beside`; the vLLM environment, built when missing
+# the other tests, then the e2e modules and tests marked `beside`; the vLLM environment, built when missing
 # (scripts/run_tests.sh says why); PYTEST_ARGS go to each part.
 test: $(STAMP) $(GPU_WHEELHOUSE_STAMP)
 	PYTHON=$(PY) VLLM_ENV_BUILD="$(MAKE) --no-print-directory vllm-env" bash scripts/run_tests.sh $(PYTEST_ARGS)

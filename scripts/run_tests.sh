@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make test`: two lanes and a build side by side on a 2-core machine.
 #   lane 1: the e2e modules (Ray, vLLM, training runs; one at a time, in one pytest process), those marked `vllm` last;
-#   lane 2: all tests outside e2e (`make test-fast`'s selection), then the e2e modules marked `beside`;
+#   lane 2: all tests outside e2e (`make test-fast`'s selection), then the e2e modules and tests marked `beside`;
 #   build:  the vLLM environment (VLLM_ENV_BUILD, e.g. `make vllm-env`: ~2.5 min on a fresh machine, nothing once
 #           built), which only the `vllm` modules need.
 # A trainer run keeps ~1.1 of the 2 cores busy while it starts (~40 s a run: verl's processes start and import one
@@ -44,7 +44,7 @@ LANE2_STATUS="$lane2_status" OMP_NUM_THREADS=1 VERL_EXT_CPU_THREADS=1 nice -n 10
   rest=0 beside=0
   echo "==================== the tests outside e2e ===================="
   "$0" -m pytest tests -m "not e2e" -p no:cacheprovider "$@" || rest=$?
-  echo "==================== the e2e modules marked beside ===================="
+  echo "==================== the e2e modules and tests marked beside ===================="
   "$0" -m pytest tests -m "e2e and beside" -p no:cacheprovider "$@" || beside=$?
   echo "$rest $beside" >"$LANE2_STATUS"
 ' "$PYTHON" "$@" >"$lane2_log" 2>&1 &

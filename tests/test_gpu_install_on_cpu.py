@@ -56,8 +56,10 @@ def declared() -> list[str]:
     return [line for line in lines if line] + extras["gpu"] + extras["dev"]
 
 
-def cuda_major(pinned: dict[str, str]) -> int:
-    return int(pinned["nvidia-cuda-runtime"].split(".")[0])
+def cuda_version(pinned: dict[str, str]) -> tuple[int, int]:
+    """The CUDA runtime torch's wheel requires (major, minor)."""
+    major, minor = pinned["nvidia-cuda-runtime"].split(".")[:2]
+    return int(major), int(minor)
 
 
 @pytest.mark.parametrize("python", sorted(LOCKS))
@@ -83,12 +85,13 @@ def test_the_stated_gpu_stack_is_the_resolved_one():
     torch's CUDA needs (make check-gpu's bound)."""
     pinned = pins(LOCKS["3.12"].read_text())
     assert pins(LOCKS["3.11"].read_text())["torch"] == pinned["torch"]
-    driver = MIN_DRIVER[cuda_major(pinned)]
-    stack = (f"vllm {pinned['vllm']}, torch {pinned['torch']} (CUDA {cuda_major(pinned)}: driver >= {driver}), "
+    major, minor = cuda_version(pinned)
+    driver = MIN_DRIVER[major]
+    stack = (f"vllm {pinned['vllm']}, torch {pinned['torch']} (CUDA {major}: driver >= {driver}), "
              f"transformers {pinned['transformers']}")
     assert stack in (ROOT / "pyproject.toml").read_text()
     readme = " ".join((ROOT / "scripts" / "README.md").read_text().split())
-    assert (f"torch {pinned['torch']} (CUDA {cuda_major(pinned)}.0 runtime: **driver ≥ {driver}**), vLLM "
+    assert (f"torch {pinned['torch']} (CUDA {major}.{minor} runtime: **driver ≥ {driver}**), vLLM "
             f"{pinned['vllm']}, transformers {pinned['transformers']}, verl {pinned['verl']}, no flash-attn") in readme
 
 

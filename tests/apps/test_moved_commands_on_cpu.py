@@ -6,6 +6,7 @@ import sys
 import pytest
 
 
+@pytest.mark.filterwarnings("ignore:.*found in sys.modules after import of package:RuntimeWarning")
 @pytest.mark.parametrize("old, new", [("verl_ext.apps.check_gpu", "verl_ext.apps.gpu.check_gpu"),
                                       ("verl_ext.apps.verl_actor", "verl_ext.apps.gpu.verl_actor"),
                                       ("verl_ext.apps.bench.attention", "verl_ext.apps.gpu.attention_bench")])

@@ -211,8 +211,9 @@ def test_a_users_selector_is_checked_and_made_absolute_before_ray_and_refused_as
                                        f"selector.path={tmp_path / 'no_rule.py'}", "selector.cls=NoRule"))
 
 
-def test_the_entry_point_refuses_a_missing_user_file_before_ray(tmp_path, monkeypatch):
-    """verl_ext.launch.main.run refuses it before verl's run_ppo (which starts Ray) is called."""
+def test_the_launch_refuses_a_missing_user_file_before_ray(tmp_path, monkeypatch):
+    """verl_ext.launch.main.run (what ``python -m verl_ext.main`` runs after composing) refuses it before verl's
+    run_ppo (which starts Ray) is called; the entry point's own path is the recipe-typo test's."""
     import verl.trainer.main_ppo
 
     from verl_ext.launch import main

@@ -46,30 +46,47 @@ def test_return_problems_names_a_ninth_file_a_third_folder_and_a_big_file(tmp_pa
                                          f"f0.json: {MAX_BYTES + 1} bytes (at most {MAX_BYTES})"]
 
 
-def plan(**env: str) -> tuple[dict[str, int], dict[str, int], int]:
-    """``PLAN_ONLY=1 scripts/gpu_first_hour.sh``: (each step's worst-case limit, the minimums, the budget)."""
+KILL_S, TABLE_S = 10, 15  # timeout's --kill-after per step; the table at the end
+GPU_MINIMUMS = {"update": 60, "verl": 150, "steps": 150, "bench": 60}  # scripts/README.md's, in seconds
+
+
+def plan(**env: str) -> subprocess.CompletedProcess:
+    """``PLAN_ONLY=1 scripts/gpu_first_hour.sh`` (nothing runs)."""
     environ = {k: v for k, v in os.environ.items() if k not in ("BUDGET_S", "VERL_S", "DEVICE", "OUT", "WORK")}
-    proc = subprocess.run(["bash", "scripts/gpu_first_hour.sh"], capture_output=True, text=True, timeout=60, cwd=ROOT,
+    return subprocess.run(["bash", "scripts/gpu_first_hour.sh"], capture_output=True, text=True, timeout=60, cwd=ROOT,
                           env={**environ, "PLAN_ONLY": "1", **env})
+
+
+def split(**env: str) -> tuple[dict[str, int], dict[str, int], int]:
+    """(each part's worst-case limit, the minimums, the budget); the worst case charges each step its limit and the
+    kill margin, and leaves the table its time."""
+    proc = plan(**env)
     assert proc.returncode == 0, proc.stderr
     head, *lines = proc.stdout.splitlines()
     budget = int(re.search(r"split of (\d+) s", head)[1])
     minimums = {k: int(v) for k, v in re.findall(r"(\w+) (\d+)", head.partition("minimums: ")[2])}
     limits = {k: int(v) for k, v in (re.fullmatch(r"plan: (\w+) (\d+) s", line).groups() for line in lines)}
-    assert limits.pop("total") == sum(limits.values()) <= budget - 15  # 15 s for the table
+    limits.pop("total")
+    worst = limits["setup"] + sum(v + KILL_S for k, v in limits.items() if k != "setup" and v > 0)
+    assert worst <= budget - TABLE_S, (limits, budget)
     return limits, minimums, budget
 
 
 @pytest.mark.parametrize("device", ["cuda", "cpu"])
 def test_every_measuring_step_gets_its_minimum_in_the_worst_case(device):
-    limits, minimums, budget = plan(DEVICE=device)
-    assert list(limits) == ["update", "verl_actor", "steps", "bench"]  # the bench last, with what is left
+    limits, minimums, budget = split(DEVICE=device)
+    assert list(limits) == ["setup", "update", "verl_actor", "steps", "bench"]  # the bench last, with what is left
     assert limits["update"] >= minimums["update"] and limits["verl_actor"] >= minimums["verl"]
     assert limits["steps"] >= minimums["steps"]
     assert budget == 540
+    if device == "cuda":
+        assert minimums == GPU_MINIMUMS
 
 
-def test_a_smaller_budget_keeps_the_minimums_and_gives_the_bench_nothing():
-    limits, minimums, _ = plan(BUDGET_S="400")
-    assert limits["update"] >= minimums["update"] and limits["verl_actor"] >= minimums["verl"]
-    assert limits["steps"] >= minimums["steps"] and limits["bench"] < minimums["bench"]  # skipped
+def test_the_smallest_budget_keeps_the_minimums_and_a_smaller_one_is_refused():
+    limits, minimums, _ = split(BUDGET_S="435")
+    assert [limits[k] for k in ("update", "verl_actor", "steps")] == [60, 150, 150] and limits["bench"] < 60
+    refused = plan(BUDGET_S="434")
+    assert refused.returncode == 2 and "below the 435 s that setup and the minimums" in refused.stderr
+    low = plan(VERL_S="100")
+    assert low.returncode == 2 and "VERL_S=100 is below step 2's minimum, 150 s" in low.stderr
