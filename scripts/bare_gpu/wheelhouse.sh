@@ -18,6 +18,8 @@ SOURCE_ONLY=antlr4-python3-runtime  # PyPI has only its source: built into a whe
 rm -rf "$OUT.tmp" && mkdir -p "$OUT.tmp"
 names=$(grep -v '^#' scripts/bare_gpu/wheelhouse.txt | xargs)
 LOCK=scripts/gpu_install/py$GPU_PYTHON.txt
+[[ -f $LOCK ]] || { echo "gpu-wheelhouse: no $LOCK: GPU_PYTHON must be one make gpu-resolve resolves (3.12, 3.11)" >&2
+  exit 1; }
 "$PYTHON" - "$OUT.tmp/requirements.txt" "$LOCK" $names <<'PY'
 import re, sys
 out, lock, names = sys.argv[1], sys.argv[2], sys.argv[3:]
