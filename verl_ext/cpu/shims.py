@@ -191,13 +191,15 @@ def _register_packed_sdpa(_modeling_utils) -> None:
     register_sdpa_per_sequence("sdpa")
 
 
-def apply() -> None:
-    """Install the CPU-mode patches (idempotent)."""
+def apply(per_sequence_sdpa: bool = True) -> None:
+    """Install the CPU-mode patches (idempotent). ``per_sequence_sdpa=False`` leaves out patch 3: packed rows then go
+    through transformers' own ``sdpa`` and its dense mask, as on a GPU (the first-hour dry run's ``sdpa`` backend)."""
     global _APPLIED
     if _APPLIED:
         return
     when_imported("verl.utils.distributed", _patch_distributed)
     when_imported("verl.utils.fsdp_utils", _patch_offload_policy)
     when_imported("verl.utils.fsdp_utils", _patch_sharded_save)
-    when_imported("transformers.modeling_utils", _register_packed_sdpa)
+    if per_sequence_sdpa:
+        when_imported("transformers.modeling_utils", _register_packed_sdpa)
     _APPLIED = True

@@ -177,6 +177,8 @@ def test_first_hour_runs_verls_own_actor_from_the_wheelhouse_without_ray(first_h
             assert step["longest"] == result["budgets"]["prompt"] + result["budgets"]["response"], step
             assert step["tokens"] >= 3 * result["budgets"]["update"], step  # several micro-batches per step
     assert len({tuple(s["tokens"] for s in rows[n]["steps"]) for n in ("sdpa", "sdpa_padded")}) == 1  # same data
+    # sdpa ran transformers' own attention on the packed rows (the GPU's path), not the CPU mode's per-sequence one
+    assert rows["sdpa"]["attention_function"] == "sdpa_attention_forward", rows["sdpa"]
     summary = (out / "results.md").read_text()  # the script's one table holds verl's actor's too
     assert re.search(r"^\| sdpa \| finished \| [\d.]+ \| [\d.]+ \|", summary, re.M), summary
     assert json.loads((out / "results.json").read_text())["verl_actor"] == result

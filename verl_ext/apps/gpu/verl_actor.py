@@ -321,7 +321,7 @@ def run_backend(config_path: Path, backend: AttentionBackend, device: str, steps
         import verl_ext.cpu.platform  # noqa: F401  (registers the cpu platform VERL_PLATFORM selects)
         from verl_ext.cpu import shims
 
-        shims.apply()
+        shims.apply(per_sequence_sdpa=backend.name != "sdpa")  # sdpa: transformers' own packed path, as on a GPU
     if device == "cuda":
         fraction = memory_fraction(memory_cap_gib, torch.cuda.get_device_properties(0).total_memory)
         if fraction is not None:
@@ -386,7 +386,11 @@ def run_backend(config_path: Path, backend: AttentionBackend, device: str, steps
             progress.record["logp_gap"] = float(((old - reference).abs() * batch["response_mask"]).max())
             if device == "cuda":  # the step's peak, the reference's included (the stats were reset at its start)
                 row["peak_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
-    progress.record |= {"status": "finished", "phase": "done"}
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    progress.record |= {"status": "finished", "phase": "done",
+                        "attention_function": getattr(ALL_ATTENTION_FUNCTIONS.get(backend.attn_implementation),
+                                                      "__name__", None)}
     progress.write()
     dist.destroy_process_group()
 
