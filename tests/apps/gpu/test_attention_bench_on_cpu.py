@@ -54,7 +54,7 @@ def test_bench_rows_and_tables_on_the_tiny_model(tmp_path, monkeypatch):
     head, *summary = bench.write_summary(tmp_path, "cpu").splitlines()
     assert head.startswith(f"stack: python {platform.python_version()}, torch {torch.__version__}, transformers "
                            f"{transformers.__version__}, tokenizers {tokenizers.__version__}, huggingface_hub ")
-    assert ", regex " in head and f", verl {md.version('verl')}, device " in head  # read in the summary's process
+    assert ", safetensors " in head and ", regex " in head and f", verl {md.version('verl')}, device " in head
     summary = summary[1:]
     assert summary[1].startswith("| backend | update check | log-prob gap | grad gap | 128 ms | 128 x sdpa |")
     assert summary[3].startswith("| sdpa_padded | not run | - | - | failed: RuntimeError: kernel launch failed |")

@@ -55,6 +55,9 @@ def _record():
 """
 WHEELHOUSE = ROOT / ".gpu-wheelhouse"  # make gpu-wheelhouse (a prerequisite of make test)
 NOT_BARE = {"vllm", "datasets", "pyarrow", "pandas", "wandb", "transfer_queue"}
+# what the H200 image holds of transformers' requirements that the wheelhouse does not carry (the device tool's
+# package list, 2026-11): the dry run imports the carried transformers beside these very versions
+GPU_IMAGE = {"huggingface_hub": "1.33.0", "safetensors": "0.8.0"}
 
 
 def _closure(names) -> set[str]:
@@ -136,6 +139,7 @@ def test_first_hour_script_dry_run_on_a_bare_machine(first_hour):
     stack, table, steps_table = ((out / "results.md").read_text().split("\n\n"))[:3]
     assert stack.startswith("stack: python ") and f", transformers {pinned['transformers']}, tokenizers " \
         f"{pinned['tokenizers']}, " in stack and f", verl {pinned['verl']}, device " in stack, stack
+    assert all(f", {name} {version}, " in stack for name, version in GPU_IMAGE.items()), stack
     table, steps_table = table.splitlines(), steps_table.splitlines()
     rows = {line.split(" | ")[0].strip("| "): line for line in table if line.startswith("| ")}
     assert set(rows) == {"backend", *BACKENDS}

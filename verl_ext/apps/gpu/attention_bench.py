@@ -468,7 +468,7 @@ def steps_report(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
-STACK = ("tokenizers", "huggingface_hub", "regex", "verl")  # besides torch and transformers, read from their metadata
+STACK = ("tokenizers", "huggingface_hub", "safetensors", "regex", "verl")  # besides torch and transformers, read from their metadata
 
 
 def environment(device: str) -> dict[str, str]:
