@@ -21,16 +21,16 @@ LOCK=scripts/gpu_install/py$GPU_PYTHON.txt
 [[ -f $LOCK ]] || { echo "gpu-wheelhouse: no $LOCK: GPU_PYTHON must be one make gpu-resolve resolves (3.12, 3.11)" >&2
   exit 1; }
 "$PYTHON" - "$OUT.tmp/requirements.txt" "$LOCK" $names <<'PY'
-import re, sys
+import sys
+from packaging.utils import canonicalize_name
+from verl_ext.apps.gpu import resolved
 out, lock, names = sys.argv[1], sys.argv[2], sys.argv[3:]
-norm = lambda n: re.sub(r"[-_.]+", "-", n).lower()  # noqa: E731
-pinned = dict(re.findall(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)", open(lock).read(), re.M))
-pinned = {norm(n): v for n, v in pinned.items()}
-missing = [n for n in names if norm(n) not in pinned]
+pinned = resolved.read(lock)
+missing = [n for n in names if canonicalize_name(n) not in pinned]
 if missing:
     sys.exit(f"not in {lock}: {', '.join(missing)} (scripts/bare_gpu/wheelhouse.txt names a package install-gpu lacks)")
 with open(out, "w") as f:
-    f.write("".join(f"{n}=={pinned[norm(n)]}\n" for n in names))
+    f.write("".join(f"{n}=={pinned[canonicalize_name(n)]}\n" for n in names))
 PY
 local_python=$("$PYTHON" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
 grep -v "^$SOURCE_ONLY==" "$OUT.tmp/requirements.txt" > "$OUT.tmp/binary.txt"
