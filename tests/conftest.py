@@ -23,3 +23,4 @@ def shared_compositions(tmp_path_factory):
 
     if os.environ.get("PYTEST_XDIST_WORKER"):
         recipes.SHARED = tmp_path_factory.getbasetemp().parent / "recipe_compositions"
+        recipes.SHARED.mkdir(exist_ok=True)

@@ -2,6 +2,8 @@
 
 import contextlib
 import functools
+import hashlib
+import os
 import pickle
 from pathlib import Path
 
@@ -74,7 +76,7 @@ def cached_compositions():
 
 _ORIGINAL: dict = {}
 _CACHE: dict = {}
-SHARED: Path | None = None  # a folder the xdist workers of one run share (tests/conftest.py), else None
+SHARED: Path | None = None  # an existing folder the xdist workers of one run share (tests/conftest.py), else None
 
 
 def _get(key) -> bytes | None:
@@ -87,8 +89,6 @@ def _get(key) -> bytes | None:
 
 
 def _put(key, blob: bytes) -> None:
-    import os
-
     _CACHE[key] = blob
     if SHARED is not None:
         path = _shared_path(key)
@@ -98,15 +98,10 @@ def _put(key, blob: bytes) -> None:
 
 
 def _shared_path(key) -> Path:
-    import hashlib
-
-    SHARED.mkdir(parents=True, exist_ok=True)
     return SHARED / hashlib.sha256(repr(key).encode()).hexdigest()
 
 
 def _file_key(repository, config_path: str):
-    import os
-
     from hydra.core.object_type import ObjectType
 
     source = repository._find_object_source(config_path=config_path, object_type=ObjectType.CONFIG)
@@ -176,7 +171,6 @@ def check_recipe(cfg) -> None:
 
 def check_scripts(scripts) -> None:
     """``bash -n`` passes on every script; launchers (all but ``common.sh``) are executable and strict."""
-    import os
     import subprocess
 
     for script in scripts:
@@ -195,7 +189,6 @@ LAUNCHER_ENV = ("DATA_DIR", "OUT_DIR", "NNODES", "GPUS_PER_NODE", "RAY_ADDRESS",
 
 def launch(group: str, script: str, *args: str, timeout: int = 120, **env: str):
     """``DRY_RUN=1 bash scripts/GROUP/SCRIPT ARGS`` in a clean launcher environment (``env`` added)."""
-    import os
     import subprocess
 
     environ = {k: v for k, v in os.environ.items()
