@@ -153,11 +153,12 @@ limit=$(bench_limit)
 if (( limit <= MIN_BENCH_S )); then
   echo "gpu_first_hour: ${limit} s left: the attention bench is skipped" | tee -a "$LOG"; bench_rc=skipped
 else
-limited "$limit" "$PYTHON" -m verl_ext.apps.gpu.attention_bench --device "$DEVICE" --size "$SIZE" --repeats "$REPEATS" \
-  ${MODEL_ARGS[@]+"${MODEL_ARGS[@]}"} --budget-s $(( limit - 60 > 0 ? limit - 60 : 0 )) --json "$OUT/bench.json" \
-  2>&1 | tee -a "$LOG"
-bench_rc=${PIPESTATUS[0]}
-[[ $bench_rc == 124 || $bench_rc == 137 ]] && echo "gpu_first_hour: bench stopped at its ${limit} s limit" | tee -a "$LOG" >&2
+  limited "$limit" "$PYTHON" -m verl_ext.apps.gpu.attention_bench --device "$DEVICE" --size "$SIZE" \
+    --repeats "$REPEATS" ${MODEL_ARGS[@]+"${MODEL_ARGS[@]}"} --budget-s $(( limit - 60 )) --json "$OUT/bench.json" \
+    2>&1 | tee -a "$LOG"
+  bench_rc=${PIPESTATUS[0]}
+  [[ $bench_rc == 124 || $bench_rc == 137 ]] && echo "gpu_first_hour: bench stopped at its ${limit} s limit" \
+    | tee -a "$LOG" >&2
 fi
 
 # 5. one table
