@@ -117,3 +117,35 @@ def test_the_memory_cap_is_a_fraction_of_the_card_or_none():
     assert verl_actor.memory_fraction(0, 141 * gib) is None  # 0: no cap
     with pytest.raises(ValueError, match="must be >= 0"):
         verl_actor.memory_fraction(-1, 141 * gib)
+
+
+def test_the_eager_reference_is_per_sequence_and_chunked_and_equals_the_whole_batch_computation(tmp_path):
+    """The memory-bounded reference (one row at a time, the LM head over a few positions at a time) gives the
+    log-probs of the straightforward one: eager attention on the whole padded batch, all logits at once."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    verl_actor.write_checkpoint(tmp_path, "tiny", 2, "cpu")
+    lengths = [(5, 7), (9, 3), (2, 11)]
+    batch = verl_actor.padded_batch(lengths, vocab=200, step=1)
+    model = AutoModelForCausalLM.from_pretrained(tmp_path, dtype=torch.float32, attn_implementation="eager").eval()
+    with torch.no_grad():
+        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                       position_ids=batch["position_ids"]).logits.float() / 0.7
+    p = batch["prompts"].shape[1]
+    whole = logits.log_softmax(-1)[:, p - 1: -1].gather(-1, batch["responses"][..., None])[..., 0]
+    whole = whole * batch["response_mask"]
+
+    widths, load = [], AutoModelForCausalLM.from_pretrained
+
+    def loading(*args, **kwargs):  # the reference's model, its LM head counting the positions of each call
+        loaded = load(*args, **kwargs)
+        head = loaded.get_output_embeddings()
+        head.forward = lambda x, forward=head.forward: widths.append(x.shape[0]) or forward(x)
+        return loaded
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(AutoModelForCausalLM, "from_pretrained", loading)
+        got = verl_actor.eager_log_probs(str(tmp_path), batch, 0.7, "cpu", chunk_tokens=4)
+    assert torch.allclose(got, whole, atol=1e-5), (got - whole).abs().max()
+    assert max(widths) == 4 and sorted(widths) == sorted([4, 3, 3, 4, 4, 3])  # rows of 7, 3, 11 response tokens

@@ -231,34 +231,37 @@ def to_verl(batch: dict[str, torch.Tensor], **non_tensor):
     return td
 
 
-def eager_log_probs(model_path: str, batch: dict[str, torch.Tensor], temperature: float, device: str,
-                    max_tokens: int) -> torch.Tensor:
-    """Response-token log-probs of ``batch`` under the checkpoint with eager attention on padded batches (fp32,
-    rows grouped so that rows x longest row <= ``max_tokens``): the reference verl's packed pass must equal."""
-    from transformers import AutoModelForCausalLM
+REFERENCE_CHUNK = 1024  # tokens a time through the LM head: at a 151,936-token vocabulary 0.6 GB of fp32 logits
 
-    from verl_ext.models.attention import token_log_probs
+
+def eager_log_probs(model_path: str, batch: dict[str, torch.Tensor], temperature: float, device: str,
+                    chunk_tokens: int = REFERENCE_CHUNK) -> torch.Tensor:
+    """Response-token log-probs of ``batch`` under the checkpoint with eager attention (fp32): the reference verl's
+    packed pass must equal. Memory-bounded [decision]: one sequence at a time (no padding: eager attention on one
+    row is the padded batch's row), and the LM head and the fp32 log-softmax over ``chunk_tokens`` positions at a
+    time, so no whole-batch logits tensor exists (at 16k tokens and Qwen2.5's vocabulary that tensor alone was 10 GB,
+    20 GB with its log-softmax). The largest transient left is one layer's eager scores of the longest row (heads x
+    L^2 fp32: 7.2 GB at 12,288 tokens and 12 heads, twice that with their softmax). Equal to the unchunked
+    computation up to fp32 rounding (``tests/apps/gpu/test_verl_actor_on_cpu.py``), so the tolerances stay
+    :data:`LOGP_TOL`'s."""
+    from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32, attn_implementation="eager")
     model = model.to(device).eval()
+    head = model.get_output_embeddings()
     mask = batch["attention_mask"].bool()
-    seqs = [batch["input_ids"][i][mask[i]].to(device) for i in range(len(mask))]
     out = torch.zeros(batch["responses"].shape)
-    groups, group = [], []
-    for i, s in enumerate(seqs):
-        if group and (len(group) + 1) * max(len(s), *(len(seqs[j]) for j in group)) > max_tokens:
-            groups.append(group)
-            group = []
-        group.append(i)
-    groups.append(group)
     with torch.no_grad():
-        for group in groups:
-            logp = token_log_probs(model, [seqs[i] for i in group], packed=False, temperature=temperature).cpu()
-            start = 0
-            for i in group:
-                n, r = len(seqs[i]) - 1, int(batch["response_mask"][i].sum())
-                out[i, :r] = logp[start + n - r: start + n]
-                start += n
+        for i in range(len(mask)):
+            seq = batch["input_ids"][i][mask[i]].to(device)
+            r = int(batch["response_mask"][i].sum())
+            hidden = model.base_model(input_ids=seq[None]).last_hidden_state[0]  # positions 0..n-1, the final norm applied
+            targets = seq[len(seq) - r:]  # the response tokens, predicted from the positions before each
+            rows = hidden[len(seq) - r - 1: len(seq) - 1]
+            for c in range(0, r, chunk_tokens):
+                e = min(c + chunk_tokens, r)
+                logits = head(rows[c:e]).float() / temperature
+                out[i, c:e] = logits.log_softmax(-1).gather(-1, targets[c:e, None])[:, 0].cpu()
     del model
     return out
 
@@ -382,7 +385,7 @@ def run_backend(config_path: Path, backend: AttentionBackend, device: str, steps
         progress.record["steps"].append(row)
         if step == 1:  # the weights the old log-probs were computed with are the checkpoint's
             progress.phase("step 1: eager reference")
-            reference = eager_log_probs(config.actor_rollout_ref.model.path, batch, temperature, device, b["update"])
+            reference = eager_log_probs(config.actor_rollout_ref.model.path, batch, temperature, device)
             progress.record["logp_gap"] = float(((old - reference).abs() * batch["response_mask"]).max())
             if device == "cuda":  # the step's peak, the reference's included (the stats were reset at its start)
                 row["peak_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
