@@ -32,6 +32,11 @@
 #   DASHBOARD_HOST  where the head's dashboard listens (default 0.0.0.0)
 #   START_TIMEOUT_S how long `ray start` may take (default 120; a worker waits that long for an unreachable head)
 #   RAY             the ray executable (default: ray next to the venv python)
+#   HOLD=1          head / worker: stay in the foreground once the node runs (the export lines printed first) and
+#                   stop the node on TERM, INT or HUP, or exit 1 when its processes end: how a Slurm job step holds a
+#                   node (scripts/slurm/ray_job.sbatch), since `ray start` leaves its daemons outside the step
+# Before starting, the node's ports (the head's RAY_PORT, and NODE_PORT_BASE's block when set) must be free: a port in
+# use is refused by name.
 # `stop` ends this node's processes only (those of the session started in RAY_TEMP_DIR, their process groups
 # and children), not other Ray instances of the machine as `ray stop` would; TERM, then KILL after 3 s
 # (gcs_server and raylet outlast TERM).
@@ -108,11 +113,27 @@ stop_node() {
   echo "stopped the Ray node of $TEMP_DIR" >&2
 }
 
+in_use() {  # in_use PORT: something on this host accepts connections on PORT
+  (exec 3<>"/dev/tcp/${NODE_IP:-127.0.0.1}/$1") 2>/dev/null
+}
+
+check_ports() {  # check_ports ROLE: refuse a port of this node that is taken, before ray start would fail on it
+  local ports=() p
+  [[ "$1" == head ]] && ports+=("$PORT")
+  if [[ -n "${NODE_PORT_BASE:-}" ]]; then ports+=($(seq "$NODE_PORT_BASE" $((NODE_PORT_BASE + 7)))); fi
+  for p in "${ports[@]}"; do
+    if in_use "$p"; then
+      die "port $p on $(hostname) is in use (something listens on it): choose another RAY_PORT / NODE_PORT_BASE"
+    fi
+  done
+}
+
 start_node() {  # start_node ROLE RAY-START-ARGS...
   local role="$1"; shift
   if [[ -s "$STATE" && -n "$(session_pids)" ]]; then
     die "a Ray node already runs from $TEMP_DIR ($(cat "$STATE")): stop it first"
   fi
+  check_ports "$role"
   local args=(--temp-dir="$TEMP_DIR" --num-gpus="$GPUS" --disable-usage-stats)
   [[ -n "$CPUS" ]] && args+=(--num-cpus="$CPUS")
   [[ -n "${NODE_IP:-}" ]] && args+=(--node-ip-address="$NODE_IP")
@@ -141,6 +162,15 @@ start_node() {  # start_node ROLE RAY-START-ARGS...
   fi
 }
 
+hold() {  # with HOLD=1: the node's processes stay this process's business until a signal or their end
+  [[ "${HOLD:-0}" == 1 ]] || return 0
+  trap 'stop_node; exit 0' TERM INT HUP USR1
+  set +e  # a signal also ends the sleep: its status must not end this shell before the trap has stopped the node
+  while [[ -n "$(session_pids)" ]]; do sleep 2 & wait $!; done
+  echo "ray_cluster.sh: the Ray node of $TEMP_DIR ended on its own" >&2
+  exit 1
+}
+
 case "${1:-}" in
   head)
     auth_mode
@@ -148,7 +178,8 @@ case "${1:-}" in
     start_node head --head --port="$PORT" --dashboard-host="${DASHBOARD_HOST:-0.0.0.0}"
     ip="${NODE_IP:-$( (hostname -I 2>/dev/null || true) | awk '{print $1}')}"
     echo "export RAY_ADDRESS=${ip:-$(hostname)}:$PORT"
-    echo "export RAY_AUTH_MODE=$RAY_AUTH_MODE" ;;
+    echo "export RAY_AUTH_MODE=$RAY_AUTH_MODE"
+    hold ;;
   worker)
     auth_mode
     if [[ "$RAY_AUTH_MODE" == token ]] && ! has_token; then
@@ -157,7 +188,8 @@ case "${1:-}" in
     fi
     start_node worker --address="${HEAD_ADDR:?HEAD_ADDR=<head node ip> is required}:$PORT"
     echo "export RAY_ADDRESS=$HEAD_ADDR:$PORT"
-    echo "export RAY_AUTH_MODE=$RAY_AUTH_MODE" ;;
+    echo "export RAY_AUTH_MODE=$RAY_AUTH_MODE"
+    hold ;;
   stop) stop_node ;;
   status)
     auth_mode
