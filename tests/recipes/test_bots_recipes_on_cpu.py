@@ -199,6 +199,6 @@ def test_prepare_data_stops_when_validation_prompts_are_training_prompts(tmp_pat
 
 
 def test_scripts_parse():
-    scripts = sorted(SCRIPTS.glob("bots/*.sh")) + [SCRIPTS / "ray_cluster.sh"]
-    assert len(scripts) == 12
+    scripts = sorted(SCRIPTS.glob("bots/*.sh")) + [SCRIPTS / "ray_cluster.sh"] + sorted(SCRIPTS.glob("slurm/*"))
+    assert len(scripts) == 14
     check_scripts(scripts)

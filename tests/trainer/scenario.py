@@ -117,13 +117,19 @@ def scenario_overrides(data: dict[str, str], run_dir: Path, steps: int) -> list[
     ]
 
 
-def run(module: str, overrides: list[str], log: Path, timeout: int = 600, **env_vars: str) -> float:
-    """Run ``python -m <module> [--cpu] <overrides>`` (CPU mode); returns the wall time."""
+def run_env(**env_vars: str) -> dict[str, str]:
+    """The environment of a trainer run: offline hubs, this checkout importable, Ray quiet."""
     env = {**os.environ, **env_vars, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]), "PYTHONUNBUFFERED": "1",
            "RAY_DEDUP_LOGS": "0", "RAY_USAGE_STATS_ENABLED": "0", "RAY_DISABLE_DOCKER_CPU_WARNING": "1"}
     if "VERL_FILE_LOGGER_PATH" not in env_vars:
         env.pop("VERL_FILE_LOGGER_PATH", None)
+    return env
+
+
+def run(module: str, overrides: list[str], log: Path, timeout: int = 600, **env_vars: str) -> float:
+    """Run ``python -m <module> [--cpu] <overrides>`` (CPU mode); returns the wall time."""
+    env = run_env(**env_vars)
     if module == "verl_ext.main":
         argv = [sys.executable, "-m", module, "--cpu", *overrides]
     else:

@@ -1,7 +1,10 @@
-"""Two data-parallel ranks on two Ray nodes, end to end: ``python -m verl_ext.main --cpu trainer.nnodes=2
-trainer.n_gpus_per_node=1`` against a head and a worker node started on this host by ``scripts/ray_cluster.sh``
-(``CPU=1``, each its own temp dir, ports, logical CPUs and half the cores), compared with the one-node run
-``trainer.nnodes=1 trainer.n_gpus_per_node=2`` of the same seed.
+"""Two data-parallel ranks on two nodes of a real Slurm, end to end: ``sbatch -N 2 scripts/slurm/ray_job.sbatch python
+-m verl_ext.main --cpu trainer.nnodes=2 trainer.n_gpus_per_node=1`` on slurmctld and two slurmd started on this host
+by ``scripts/slurm/one_host.sh`` (the job script starts Ray's head on n1 and a worker on n2 through
+``scripts/ray_cluster.sh``, each held by a job step, with its own temp dir, ports and logical CPUs, and half the
+cores), compared with the one-node run ``trainer.nnodes=1 trainer.n_gpus_per_node=2`` of the same seed. The job
+script's refusals (a GPU job on nodes without GPUs, a node count the command does not match, a Ray port in use), its
+dry run, and ``scancel`` of a running job (no Ray process left) are checked on the same Slurm.
 
 Two actor processes (FSDP2 over gloo), one per node, each generating its share of the rollouts with the ``hf``
 backend from its own copy of the policy. BOTS (Thompson draws) picks 4 of 6 tasks per step and CoBA-RL splits 16
@@ -29,8 +32,8 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from collections import Counter
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -38,7 +41,7 @@ from typing import Iterator
 import pytest
 from omegaconf import OmegaConf
 
-from tests.trainer.scenario import ROOT, common_overrides, run
+from tests.trainer.scenario import ROOT, common_overrides, run, run_env
 from verl_ext.trainer import records
 from verl_ext.trainer.startup_checks import check_ray_cpus
 
@@ -54,7 +57,8 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
 MICRO_BATCHES = ["actor_rollout_ref.actor.use_dynamic_bsz=False", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2",
                  "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=False",
                  "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=2"]
-CLUSTER = ROOT / "scripts" / "ray_cluster.sh"
+SBATCH = ROOT / "scripts" / "slurm" / "ray_job.sbatch"
+ONE_HOST = ROOT / "scripts" / "slurm" / "one_host.sh"
 NODE_CPUS = 8  # logical: 3 per rank's bundle besides the 1-CPU helper actors (4 hung, check_ray_cpus refuses it)
 WORKER_PORTS, PORT_SPAN = 40, 120  # head: GCS P, node P+1.., workers P+11..; worker node: P+60.., workers P+70..
 
@@ -97,50 +101,62 @@ def free_port_base(span: int) -> int:
     raise RuntimeError(f"no {span} free ports in a row found")
 
 
-def cluster_script(command: str, env: dict[str, str], timeout: int) -> tuple[int, str, str]:
-    """``scripts/ray_cluster.sh COMMAND``: (exit status, stdout, stderr); past ``timeout``, status -1."""
-    try:
-        proc = subprocess.run(["bash", str(CLUSTER), command], env=env, capture_output=True, text=True,
-                              timeout=timeout)
-    except subprocess.TimeoutExpired as e:
-        return -1, "", f"ray_cluster.sh {command}: still running after {timeout} s\n{e.stderr or ''}"
-    return proc.returncode, proc.stdout, proc.stderr
-
-
 @dataclass
-class Cluster:
-    env: dict[str, str]  # what the driver needs: RAY_ADDRESS, RAY_AUTH_MODE
-    temp_root: str
-    left: list[str] | None = None  # the stops' failures, then the cluster's processes still running after them
+class Slurm:
+    """A real Slurm on this host (``scripts/slurm/one_host.sh``): nodes n1 and n2 of one CPU each."""
+    dir: Path
+    env: dict[str, str]  # what a submission needs: SLURM_CONF, and ray_job.sbatch's settings for nodes sharing a host
+
+    def submit(self, nodes: int, command: list[str], wait: bool = True, timeout: int = 900,
+               **env_vars: str) -> tuple[int, str, Path]:
+        """``sbatch -N nodes ray_job.sbatch COMMAND``: (exit status, job id, output file); without ``wait`` the
+        status is sbatch's."""
+        args = ["sbatch", "--parsable", f"--nodes={nodes}", f"--output={self.dir}/job-%j.out"]
+        proc = subprocess.run([*args, *(["--wait"] if wait else []), str(SBATCH), *command],
+                              env={**self.env, **env_vars}, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+        job = proc.stdout.strip().splitlines()[0].split(";")[0] if proc.stdout.strip() else ""
+        assert job.isdigit(), f"sbatch printed no job id (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+        return proc.returncode, job, self.dir / f"job-{job}.out"
+
+    def ray_processes(self, job: str) -> list[str]:
+        """The processes of the job's Ray nodes: those naming a session folder of theirs (RAY_TEMP_BASE/ray-JOB-NODE)
+        in their command line or holding a file in it open (Ray's agents and workers rename themselves, ray::...)."""
+        prefix, found = f"{self.dir}/ray-{job}-", []
+        for proc in Path("/proc").glob("[0-9]*"):
+            try:
+                command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                files = [os.readlink(fd) for fd in (proc / "fd").iterdir()]
+            except OSError:  # ended meanwhile
+                continue
+            if prefix in command or any(f.startswith(prefix) for f in files):
+                found.append(f"{proc.name} {command[:200]}")
+        return found
 
 
-@contextmanager
-def two_nodes() -> Iterator[Cluster]:
-    """A head and a worker node on this host, stopped on the way out whatever happened (hard timeouts throughout)."""
-    temp_root = tempfile.mkdtemp(prefix="rt_", dir="/tmp")  # short: Ray's socket paths have a 107-character limit
+@pytest.fixture(scope="module")
+def slurm() -> Iterator[Slurm]:
+    """slurmctld and two slurmd on localhost (Debian's slurm-wlm and munge, installed when missing: root and Debian's
+    package registry are there on every machine here), stopped on the way out."""
+    if os.geteuid() != 0:
+        pytest.fail("the Slurm test starts slurmctld and slurmd, and installs slurm-wlm when missing: it needs root")
+    root = Path(tempfile.mkdtemp(prefix="sl_", dir="/tmp"))  # short: Ray's socket paths under it (107 characters)
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "SLURM_"))}
+    started = subprocess.run(["bash", str(ONE_HOST), "start"], capture_output=True, text=True, timeout=900,
+                             env={**base, "DIR": str(root / "slurm"), "NODES": "2",
+                                  "PORT": str(free_port_base(3))})
+    assert started.returncode == 0, f"one_host.sh start exited with {started.returncode}:\n{started.stderr[-4000:]}"
+    (conf,) = [line.removeprefix("export SLURM_CONF=") for line in started.stdout.splitlines()]
     port = free_port_base(PORT_SPAN)
-    base = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
-    base.update(CPU="1", NUM_CPUS=str(NODE_CPUS), GPUS_PER_NODE="1", OMP_NUM_THREADS=str(max(1, os.cpu_count() // 2)),
-                OBJECT_STORE_BYTES=str(400 * 2**20), RAY_PORT=str(port), RAY_AUTH_MODE="token", NODE_IP="127.0.0.1",
-                WORKER_PORTS=str(WORKER_PORTS))
-    nodes = {"head": {**base, "RAY_TEMP_DIR": f"{temp_root}/h", "NODE_PORT_BASE": str(port + 1)},
-             "worker": {**base, "RAY_TEMP_DIR": f"{temp_root}/w", "NODE_PORT_BASE": str(port + 60),
-                        "HEAD_ADDR": "127.0.0.1"}}
-    cluster, started = Cluster({}, temp_root), []
+    env = run_env(**base, SLURM_CONF=conf, CPU="1", NUM_CPUS=str(NODE_CPUS), OBJECT_STORE_BYTES=str(400 * 2**20),
+                  RAY_PORT=str(port), NODE_PORT_BASE=str(port + 1), NODE_PORT_STRIDE="59",
+                  WORKER_PORTS=str(WORKER_PORTS), HEAD_ADDR="127.0.0.1", NODE_ADDR="127.0.0.1",
+                  NODE_OMP_THREADS=str(max(1, os.cpu_count() // 2)), RAY_TEMP_BASE=str(root), LOG_DIR=str(root))
     try:
-        for role, env in nodes.items():
-            started.append(env)
-            status, out, err = cluster_script(role, env, timeout=150)
-            assert status == 0, f"ray_cluster.sh {role} exited with {status}:\n{err[-4000:]}"
-            exports = dict(line.removeprefix("export ").split("=", 1) for line in out.splitlines())
-            cluster.env = cluster.env or exports
-            assert exports == cluster.env == {"RAY_ADDRESS": f"127.0.0.1:{port}", "RAY_AUTH_MODE": "token"}, exports
-        yield cluster
-    finally:  # every node, even when one stop fails
-        stops = [cluster_script("stop", env, timeout=60) for env in reversed(started)]
-        cluster.left = [err for status, _, err in stops if status] + subprocess.run(
-            ["pgrep", "-af", temp_root], capture_output=True, text=True).stdout.splitlines()
-        shutil.rmtree(temp_root, ignore_errors=True)
+        yield Slurm(root, env)
+    finally:
+        subprocess.run(["scancel", "--full", "--user=root"], env=env, capture_output=True, timeout=60)
+        subprocess.run(["bash", str(ONE_HOST), "stop"], env={**base, "DIR": str(root / "slurm")}, timeout=120)
+        shutil.rmtree(root, ignore_errors=True)
 
 
 ACTORS = """
@@ -151,6 +167,11 @@ head = {n["NodeID"] for n in ray.nodes() if "node:__internal_head__" in n["Resou
 print(json.dumps({"nodes": {n["NodeID"]: n["NodeID"] in head for n in ray.nodes()},
                   "actors": [[a["ActorClassName"], a["Address"]["NodeID"]] for a in state.actors().values()]}))
 """
+# the job's command: the trainer, then (the cluster still up) the table of its nodes and of the actors it started
+LAUNCH = """set -e
+"$0" -m verl_ext.main --cpu "$@" >"$RUN_LOG" 2>&1 || { tail -n 60 "$RUN_LOG"; exit 1; }
+"$0" -c "$ACTORS" >"$ACTORS_JSON"
+"""
 
 
 @dataclass
@@ -158,7 +179,9 @@ class TwoNodeRun:
     run: Path
     nodes: dict[str, bool]  # node id: is the head
     actors: list[list[str]]  # [class name, node id] of every actor the job started (dead ones included)
-    left: list[str]
+    job: str
+    output: str  # the job's output (ray_job.sbatch's messages, the nodes' step logs)
+    left: list[str]  # the job's Ray processes after it ended
 
 
 @pytest.fixture(scope="module")
@@ -167,17 +190,18 @@ def pool(tmp_path_factory) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def two_node_run(tmp_path_factory, pool) -> TwoNodeRun:
+def two_node_run(tmp_path_factory, pool, slurm) -> TwoNodeRun:
+    """The dp = 2 run as a Slurm job of two nodes: ``sbatch -N 2 scripts/slurm/ray_job.sbatch`` (one rank a node)."""
     root = tmp_path_factory.mktemp("nodes2")
-    with two_nodes() as cluster:
-        seconds = run("verl_ext.main", dp2_overrides(pool, root / "run", 2), root / "run.log", timeout=600,
-                      **cluster.env)
-        print(f"2 nodes x 1 rank: {seconds:.1f} s")
-        table = subprocess.run([sys.executable, "-c", ACTORS], env={**os.environ, **cluster.env}, capture_output=True,
-                               text=True, timeout=120)
-        assert table.returncode == 0, table.stderr[-4000:]
-    found = json.loads(table.stdout.strip().splitlines()[-1])
-    return TwoNodeRun(root / "run", found["nodes"], found["actors"], cluster.left)
+    start = time.perf_counter()
+    status, job, out = slurm.submit(2, ["bash", "-c", LAUNCH, sys.executable, *dp2_overrides(pool, root / "run", 2)],
+                                    RUN_LOG=str(root / "run.log"), ACTORS=ACTORS, ACTORS_JSON=str(root / "actors.json"))
+    print(f"Slurm job {job}, 2 nodes x 1 rank: {time.perf_counter() - start:.1f} s")
+    output = out.read_text()
+    assert status == 0, f"job {job} exited with {status}:\n{output[-6000:]}"
+    found = json.loads((root / "actors.json").read_text().strip().splitlines()[-1])
+    logs = "".join(p.read_text() for p in sorted((slurm.dir / f"ray-{job}").glob("*.log")))
+    return TwoNodeRun(root / "run", found["nodes"], found["actors"], job, output + logs, slurm.ray_processes(job))
 
 
 @pytest.fixture(scope="module")
@@ -201,6 +225,43 @@ def by_task(dump: dict, key: str) -> dict[int, list[float]]:
     for task, value in zip(dump["rollout_task"], dump[key]):
         out.setdefault(task, []).append(value)
     return {task: sorted(values) for task, values in out.items()}
+
+
+def test_the_job_script_prints_its_steps_in_a_dry_run(slurm):
+    status, job, out = slurm.submit(2, ["python", "-m", "verl_ext.main", "--cpu", "trainer.nnodes=2"], DRY_RUN="1")
+    lines = out.read_text().splitlines()
+    assert status == 0, lines
+    head, worker = (line for line in lines if "ray_cluster.sh" in line)
+    assert "--nodelist=n1" in head and "HOLD=1" in head and head.endswith("ray_cluster.sh head")
+    assert f"RAY_TEMP_DIR={slurm.dir}/ray-{job}-n1" in head and f"NODE_PORT_BASE={int(slurm.env['RAY_PORT']) + 1}" in head
+    assert "--nodelist=n2" in worker and "HEAD_ADDR=127.0.0.1" in worker and worker.endswith("ray_cluster.sh worker")
+    assert f"NODE_PORT_BASE={int(slurm.env['RAY_PORT']) + 60}" in worker
+    assert lines[-1].startswith(f"NNODES=2 RAY_ADDRESS=127.0.0.1:{slurm.env['RAY_PORT']} RAY_AUTH_MODE=token python -m ")
+    assert not slurm.ray_processes(job) and not (slurm.dir / f"ray-{job}").exists()  # nothing ran
+
+
+@pytest.mark.parametrize("nodes, command, env, error", [
+    (1, ["true"], {"CPU": "0"}, "node n1 has 0 GPU(s) (nvidia-smi -L), the job asks 8 a node"),
+    (1, ["python", "-m", "verl_ext.main", "--cpu", "trainer.nnodes=2"], {},
+     "the command asks trainer.nnodes=2 but the allocation has 1 node(s) (n1): submit with sbatch -N 2"),
+    (2, ["true"], {"NNODES": "3"}, "NNODES=3 but the allocation has 2 node(s) (n1 n2)"),
+], ids=["gpu-job-on-cpu-nodes", "one-node-for-two", "nnodes-env"])
+def test_an_allocation_the_command_cannot_use_is_refused_before_ray(slurm, nodes, command, env, error):
+    start = time.monotonic()
+    status, job, out = slurm.submit(nodes, command, timeout=120, **env)
+    assert status != 0 and error in out.read_text(), out.read_text()
+    assert time.monotonic() - start < 60 and not slurm.ray_processes(job)
+
+
+def test_a_ray_port_in_use_is_refused_by_name(slurm):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        status, job, out = slurm.submit(2, ["true"], timeout=300, RAY_PORT=str(port))
+    text = out.read_text()
+    assert status != 0 and f"port {port} on " in text and "is in use" in text and "did not start" in text, text
+    assert not slurm.ray_processes(job)
 
 
 def test_every_kept_rollout_is_trained_once_per_epoch_and_nothing_else(two_node_run):
@@ -277,8 +338,38 @@ def test_two_nodes_select_sample_and_batch_as_one_node_with_two_ranks(two_node_r
             assert one["actor_update"][key] == two["actor_update"][key], (step, key)
 
 
-def test_cluster_stop_leaves_no_process(two_node_run):
+def test_the_job_end_stops_both_nodes_and_leaves_no_process(two_node_run):
+    assert two_node_run.output.count("stopped the Ray node of") == 2, two_node_run.output[-3000:]
     assert two_node_run.left == []
+
+
+def test_scancel_of_a_running_job_leaves_no_ray_process(slurm, tmp_path):
+    """A job whose command holds the two-node cluster (a driver with an actor on each node) until it is cancelled."""
+    hold = ("import ray, time\n"
+            "ray.init(logging_level='ERROR')\n"
+            "@ray.remote(num_cpus=1)\n"
+            "class Busy:\n"
+            "    def node(self): return ray.get_runtime_context().get_node_id()\n"
+            "actors = [Busy.options(scheduling_strategy=ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy("
+            "n['NodeID'], soft=False)).remote() for n in ray.nodes()]\n"
+            "print('holding', len(set(ray.get([a.node.remote() for a in actors]))), 'nodes', flush=True)\n"
+            "time.sleep(900)\n")
+    status, job, out = slurm.submit(2, [sys.executable, "-c", hold], wait=False)
+    assert status == 0
+    deadline = time.monotonic() + 300
+    while "holding 2 nodes" not in (out.read_text() if out.exists() else ""):
+        assert time.monotonic() < deadline, out.read_text() if out.exists() else "no output"
+        time.sleep(1)
+    assert slurm.ray_processes(job), "the job runs, but no Ray process of it was found"
+    subprocess.run(["scancel", job], env=slurm.env, check=True, timeout=60)
+    while subprocess.run(["squeue", "-h", "-j", job], env=slurm.env, capture_output=True, text=True).stdout.strip():
+        assert time.monotonic() < deadline + 120, "the cancelled job is still in the queue"
+        time.sleep(1)
+    for _ in range(20):  # the nodes' processes end with their job steps
+        if not slurm.ray_processes(job):
+            break
+        time.sleep(0.5)
+    assert slurm.ray_processes(job) == []
 
 
 def test_too_few_logical_cpus_per_node_are_refused_not_waited_for():
