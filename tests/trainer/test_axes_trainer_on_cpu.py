@@ -18,7 +18,7 @@ import torch
 from tests.trainer.scenario import BUDGET, KIND_OF, ORDER, STEPS, TASKS_PER_STEP, hf_weights, model_path, scenario_run
 from verl_ext.trainer import records
 
-pytestmark = pytest.mark.e2e  # starts Ray, vLLM or a training run: `make test-fast` leaves it out
+pytestmark = [pytest.mark.e2e, pytest.mark.beside]  # a training run, in make test's second lane
 
 
 @pytest.fixture(scope="module")
