@@ -23,8 +23,8 @@ long is reported as "did not finish within its guard" with the phase it was in, 
 Per backend and step: seconds of the old-log-prob pass and of the update, peak GPU memory, graphs compiled
 (``torch._dynamo``), loss and grad norm; the first step's extra time over the later ones (compilation); and the
 largest gap between verl's old log-probs (step 1, before any update) and eager attention on the padded batch of the
-same weights, against :data:`LOGP_TOL`. On CUDA each backend's process runs under ``--memory-cap-gib`` (default 80:
-an 80 GB card's memory, through ``torch.cuda.set_per_process_memory_fraction``), and step 1's peak includes the eager
+same weights, against :data:`LOGP_TOL`. On CUDA each backend's process runs under ``--memory-cap-gib`` (default 79:
+what torch may allocate on an H100 80GB, :data:`MEMORY_CAP_GIB`; through ``torch.cuda.set_per_process_memory_fraction``), and step 1's peak includes the eager
 reference, so a row that finishes on an H200 says the step fits an 80 GB H100.
 
 On a bare GPU machine (torch + transformers only) verl and what its actor imports come from the wheelhouse
@@ -255,7 +255,7 @@ def eager_log_probs(model_path: str, batch: dict[str, torch.Tensor], temperature
         for i in range(len(mask)):
             seq = batch["input_ids"][i][mask[i]].to(device)
             r = int(batch["response_mask"][i].sum())
-            hidden = model.base_model(input_ids=seq[None]).last_hidden_state[0]  # positions 0..n-1, the final norm applied
+            hidden = model.base_model(input_ids=seq[None], use_cache=False).last_hidden_state[0]  # positions 0..n-1, the final norm applied
             targets = seq[len(seq) - r:]  # the response tokens, predicted from the positions before each
             rows = hidden[len(seq) - r - 1: len(seq) - 1]
             for c in range(0, r, chunk_tokens):
@@ -300,7 +300,9 @@ def _compiled_graphs() -> int:
     return int(counters["stats"]["unique_graphs"])
 
 
-MEMORY_CAP_GIB = 80  # an H100's memory: a step that fits under this cap on a bigger card fits on an 80 GB one
+# [decision] what torch may allocate on an H100 80GB: the card reports 81,559 MiB (79.6 GiB), ~0.5 GiB of which the
+# CUDA context takes outside torch's allocator; a step that fits under this cap on a bigger card fits on an H100
+MEMORY_CAP_GIB = 79
 
 
 def memory_fraction(cap_gib: float, total_bytes: int) -> float | None:
@@ -507,7 +509,7 @@ def main(argv: list[str] | None = None) -> int:
                         "beside it (.md)")
     parser.add_argument("--memory-cap-gib", type=float, default=MEMORY_CAP_GIB,
                         help=f"on CUDA, run each backend under this much GPU memory, the eager reference included "
-                        f"(default {MEMORY_CAP_GIB}: an 80 GB card's; 0: no cap)")
+                        f"(default {MEMORY_CAP_GIB}: what torch may allocate on an H100 80GB; 0: no cap)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--config", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
