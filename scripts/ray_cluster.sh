@@ -33,8 +33,9 @@
 #   START_TIMEOUT_S how long `ray start` may take (default 120; a worker waits that long for an unreachable head)
 #   RAY             the ray executable (default: ray next to the venv python)
 #   HOLD=1          head / worker: stay in the foreground once the node runs (the export lines printed first) and
-#                   stop the node on TERM, INT or HUP, or exit 1 when its processes end: how a Slurm job step holds a
-#                   node (scripts/slurm/ray_job.sbatch), since `ray start` leaves its daemons outside the step
+#                   stop the node on TERM, INT, HUP or USR1 (also one that arrives while it starts), or exit 1 when
+#                   its processes end: how a Slurm job step holds a node (scripts/slurm/ray_job.sbatch), since
+#                   `ray start` leaves its daemons outside the step's process tree
 # Before starting, the node's ports (the head's RAY_PORT, and NODE_PORT_BASE's block when set) must be free: a port in
 # use is refused by name.
 # `stop` ends this node's processes only (those of the session started in RAY_TEMP_DIR, their process groups
@@ -94,6 +95,8 @@ alive() { local p; for p in "$@"; do if kill -0 "$p" 2>/dev/null; then echo "$p"
 
 stop_node() {
   local pids i
+  # a signal right after ray start (HOLD=1) comes before start_node has noted the session: take the newest one
+  if [[ "${HOLD:-0}" == 1 && ! -s "$STATE" && -e "$TEMP_DIR/session_latest" ]]; then readlink -f "$TEMP_DIR/session_latest" >"$STATE"; fi
   pids=($(session_pids))
   if (( ${#pids[@]} == 0 )); then echo "no Ray node of ours in $TEMP_DIR" >&2; rm -f "$STATE"; return 0; fi
   kill -TERM "${pids[@]}" 2>/dev/null || true
@@ -121,7 +124,7 @@ check_ports() {  # check_ports ROLE: refuse a port of this node that is taken, b
   local ports=() p
   [[ "$1" == head ]] && ports+=("$PORT")
   if [[ -n "${NODE_PORT_BASE:-}" ]]; then ports+=($(seq "$NODE_PORT_BASE" $((NODE_PORT_BASE + 7)))); fi
-  for p in "${ports[@]}"; do
+  for p in ${ports[@]+"${ports[@]}"}; do
     if in_use "$p"; then
       die "port $p on $(hostname) is in use (something listens on it): choose another RAY_PORT / NODE_PORT_BASE"
     fi
@@ -162,9 +165,13 @@ start_node() {  # start_node ROLE RAY-START-ARGS...
   fi
 }
 
+holding() {  # with HOLD=1, from before ray start on: a signal stops whatever of the node runs
+  [[ "${HOLD:-0}" == 1 ]] && trap 'stop_node; exit 0' TERM INT HUP USR1
+  return 0
+}
+
 hold() {  # with HOLD=1: the node's processes stay this process's business until a signal or their end
   [[ "${HOLD:-0}" == 1 ]] || return 0
-  trap 'stop_node; exit 0' TERM INT HUP USR1
   set +e  # a signal also ends the sleep: its status must not end this shell before the trap has stopped the node
   while [[ -n "$(session_pids)" ]]; do sleep 2 & wait $!; done
   echo "ray_cluster.sh: the Ray node of $TEMP_DIR ended on its own" >&2
@@ -173,6 +180,7 @@ hold() {  # with HOLD=1: the node's processes stay this process's business until
 
 case "${1:-}" in
   head)
+    holding
     auth_mode
     if [[ "$RAY_AUTH_MODE" == token ]] && ! has_token; then "$RAY" get-auth-token --generate >/dev/null; fi
     start_node head --head --port="$PORT" --dashboard-host="${DASHBOARD_HOST:-0.0.0.0}"
@@ -181,6 +189,7 @@ case "${1:-}" in
     echo "export RAY_AUTH_MODE=$RAY_AUTH_MODE"
     hold ;;
   worker)
+    holding
     auth_mode
     if [[ "$RAY_AUTH_MODE" == token ]] && ! has_token; then
       die "RAY_AUTH_MODE=token needs the head's token on this node: copy its ~/.ray/auth_token here, or set" \

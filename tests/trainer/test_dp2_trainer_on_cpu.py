@@ -57,6 +57,7 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
 MICRO_BATCHES = ["actor_rollout_ref.actor.use_dynamic_bsz=False", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2",
                  "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=False",
                  "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=2"]
+CLUSTER = ROOT / "scripts" / "ray_cluster.sh"
 SBATCH = ROOT / "scripts" / "slurm" / "ray_job.sbatch"
 ONE_HOST = ROOT / "scripts" / "slurm" / "one_host.sh"
 NODE_CPUS = 8  # logical: 3 per rank's bundle besides the 1-CPU helper actors (4 hung, check_ray_cpus refuses it)
@@ -119,18 +120,23 @@ class Slurm:
         return proc.returncode, job, self.dir / f"job-{job}.out"
 
     def ray_processes(self, job: str) -> list[str]:
-        """The processes of the job's Ray nodes: those naming a session folder of theirs (RAY_TEMP_BASE/ray-JOB-NODE)
-        in their command line or holding a file in it open (Ray's agents and workers rename themselves, ray::...)."""
-        prefix, found = f"{self.dir}/ray-{job}-", []
-        for proc in Path("/proc").glob("[0-9]*"):
-            try:
-                command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-                files = [os.readlink(fd) for fd in (proc / "fd").iterdir()]
-            except OSError:  # ended meanwhile
-                continue
-            if prefix in command or any(f.startswith(prefix) for f in files):
-                found.append(f"{proc.name} {command[:200]}")
-        return found
+        """The processes of the job's Ray nodes (their temp dirs are RAY_TEMP_BASE/ray-JOB-NODE)."""
+        return processes_under(f"{self.dir}/ray-{job}-")
+
+
+def processes_under(prefix: str) -> list[str]:
+    """The processes naming a path that starts with ``prefix`` in their command line or holding a file under it open
+    (Ray's agents and workers rename themselves ray::..., but keep their session's logs open)."""
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            files = [os.readlink(fd) for fd in (proc / "fd").iterdir()]
+        except OSError:  # ended meanwhile
+            continue
+        if prefix in command or any(f.startswith(prefix) for f in files):
+            found.append(f"{proc.name} {command[:200]}")
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -154,7 +160,11 @@ def slurm() -> Iterator[Slurm]:
     try:
         yield Slurm(root, env)
     finally:
-        subprocess.run(["scancel", "--full", "--user=root"], env=env, capture_output=True, timeout=60)
+        subprocess.run(["scancel", "--user=root"], env=env, capture_output=True, timeout=60)
+        for _ in range(60):  # a job a failed test left: its steps stop their nodes before the daemons go
+            if not subprocess.run(["squeue", "-h"], env=env, capture_output=True, text=True).stdout.strip():
+                break
+            time.sleep(1)
         subprocess.run(["bash", str(ONE_HOST), "stop"], env={**base, "DIR": str(root / "slurm")}, timeout=120)
         shutil.rmtree(root, ignore_errors=True)
 
@@ -227,6 +237,33 @@ def by_task(dump: dict, key: str) -> dict[int, list[float]]:
     return {task: sorted(values) for task, values in out.items()}
 
 
+def test_a_node_started_by_hand_prints_its_exports_and_stop_ends_all_of_it(tmp_path):
+    """``scripts/ray_cluster.sh head`` without Slurm: the export lines on stdout, a node a driver joins with them,
+    ``stop`` ending every process of its session (Ray's renamed ones included)."""
+    temp = tempfile.mkdtemp(prefix="rh_", dir="/tmp")
+    port = free_port_base(60)
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("RAY_")}, "CPU": "1", "NUM_CPUS": "2",
+           "RAY_TEMP_DIR": temp, "RAY_PORT": str(port), "NODE_PORT_BASE": str(port + 1), "WORKER_PORTS": "20",
+           "NODE_IP": "127.0.0.1", "OBJECT_STORE_BYTES": str(100 * 2**20)}
+    try:
+        head = subprocess.run(["bash", str(CLUSTER), "head"], env=env, capture_output=True, text=True, timeout=150)
+        assert head.returncode == 0, head.stderr[-3000:]
+        exports = dict(line.removeprefix("export ").split("=", 1) for line in head.stdout.splitlines())
+        assert exports == {"RAY_ADDRESS": f"127.0.0.1:{port}", "RAY_AUTH_MODE": "token"}
+        joined = subprocess.run([sys.executable, "-c", "import ray; ray.init(logging_level='ERROR'); "
+                                 "print(int(ray.cluster_resources()['CPU']))"], env={**env, **exports},
+                                capture_output=True, text=True, timeout=120)
+        assert joined.stdout.split()[-1:] == ["2"], joined.stderr[-3000:]
+        assert any("raylet" in p for p in processes_under(temp + "/"))
+        stop = subprocess.run(["bash", str(CLUSTER), "stop"], env=env, capture_output=True, text=True, timeout=60)
+        assert stop.returncode == 0 and f"stopped the Ray node of {temp}" in stop.stderr, stop.stderr
+    finally:
+        left = processes_under(temp + "/")
+        subprocess.run(["bash", str(CLUSTER), "stop"], env=env, capture_output=True, timeout=60)
+        shutil.rmtree(temp, ignore_errors=True)
+    assert left == []
+
+
 def test_the_job_script_prints_its_steps_in_a_dry_run(slurm):
     status, job, out = slurm.submit(2, ["python", "-m", "verl_ext.main", "--cpu", "trainer.nnodes=2"], DRY_RUN="1")
     lines = out.read_text().splitlines()
@@ -241,7 +278,8 @@ def test_the_job_script_prints_its_steps_in_a_dry_run(slurm):
 
 
 @pytest.mark.parametrize("nodes, command, env, error", [
-    (1, ["true"], {"CPU": "0"}, "node n1 has 0 GPU(s) (nvidia-smi -L), the job asks 8 a node"),
+    (1, ["true"], {"CPU": "0", "GPUS_PER_NODE": "64"}, "GPU(s) for this job (CUDA_VISIBLE_DEVICES, else nvidia-smi -L), "
+                                                       "the job asks 64 a node"),
     (1, ["python", "-m", "verl_ext.main", "--cpu", "trainer.nnodes=2"], {},
      "the command asks trainer.nnodes=2 but the allocation has 1 node(s) (n1): submit with sbatch -N 2"),
     (2, ["true"], {"NNODES": "3"}, "NNODES=3 but the allocation has 2 node(s) (n1 n2)"),
@@ -251,6 +289,7 @@ def test_an_allocation_the_command_cannot_use_is_refused_before_ray(slurm, nodes
     status, job, out = slurm.submit(nodes, command, timeout=120, **env)
     assert status != 0 and error in out.read_text(), out.read_text()
     assert time.monotonic() - start < 60 and not slurm.ray_processes(job)
+    assert not (slurm.dir / f"ray-{job}").exists()  # made only once the checks passed, before the first node starts
 
 
 def test_a_ray_port_in_use_is_refused_by_name(slurm):
@@ -360,7 +399,8 @@ def test_scancel_of_a_running_job_leaves_no_ray_process(slurm, tmp_path):
     while "holding 2 nodes" not in (out.read_text() if out.exists() else ""):
         assert time.monotonic() < deadline, out.read_text() if out.exists() else "no output"
         time.sleep(1)
-    assert slurm.ray_processes(job), "the job runs, but no Ray process of it was found"
+    running = slurm.ray_processes(job)
+    assert any("raylet" in p or "gcs_server" in p for p in running), running  # the scan sees Ray's own processes
     subprocess.run(["scancel", job], env=slurm.env, check=True, timeout=60)
     while subprocess.run(["squeue", "-h", "-j", job], env=slurm.env, capture_output=True, text=True).stdout.strip():
         assert time.monotonic() < deadline + 120, "the cancelled job is still in the queue"
