@@ -96,7 +96,9 @@ alive() { local p; for p in "$@"; do if kill -0 "$p" 2>/dev/null; then echo "$p"
 stop_node() {
   local pids i
   # a signal right after ray start (HOLD=1) comes before start_node has noted the session: take the newest one
-  if [[ "${HOLD:-0}" == 1 && ! -s "$STATE" && -e "$TEMP_DIR/session_latest" ]]; then readlink -f "$TEMP_DIR/session_latest" >"$STATE"; fi
+  if [[ "${HOLD:-0}" == 1 && ! -s "$STATE" && -e "$TEMP_DIR/session_latest" ]]; then
+    readlink -f "$TEMP_DIR/session_latest" >"$STATE"
+  fi
   pids=($(session_pids))
   if (( ${#pids[@]} == 0 )); then echo "no Ray node of ours in $TEMP_DIR" >&2; rm -f "$STATE"; return 0; fi
   kill -TERM "${pids[@]}" 2>/dev/null || true

@@ -61,7 +61,8 @@ CLUSTER = ROOT / "scripts" / "ray_cluster.sh"
 SBATCH = ROOT / "scripts" / "slurm" / "ray_job.sbatch"
 ONE_HOST = ROOT / "scripts" / "slurm" / "one_host.sh"
 NODE_CPUS = 8  # logical: 3 per rank's bundle besides the 1-CPU helper actors (4 hung, check_ray_cpus refuses it)
-WORKER_PORTS, PORT_SPAN = 40, 120  # head: GCS P, node P+1.., workers P+11..; worker node: P+60.., workers P+70..
+WORKER_PORTS, PORT_SPAN = 40, 120  # head: GCS P, node P+1.., workers P+11..; worker node: P+51.., workers P+61..
+NODE_STRIDE = 10 + WORKER_PORTS  # ray_job.sbatch's default NODE_PORT_STRIDE: a node's block, its worker ports in it
 
 
 def write_pool(root: Path) -> dict[str, str]:
@@ -154,7 +155,7 @@ def slurm() -> Iterator[Slurm]:
     (conf,) = [line.removeprefix("export SLURM_CONF=") for line in started.stdout.splitlines()]
     port = free_port_base(PORT_SPAN)
     env = run_env(**base, SLURM_CONF=conf, CPU="1", NUM_CPUS=str(NODE_CPUS), OBJECT_STORE_BYTES=str(400 * 2**20),
-                  RAY_PORT=str(port), NODE_PORT_BASE=str(port + 1), NODE_PORT_STRIDE="59",
+                  RAY_PORT=str(port), NODE_PORT_BASE=str(port + 1),
                   WORKER_PORTS=str(WORKER_PORTS), HEAD_ADDR="127.0.0.1", NODE_ADDR="127.0.0.1",
                   NODE_OMP_THREADS=str(max(1, os.cpu_count() // 2)), RAY_TEMP_BASE=str(root), LOG_DIR=str(root))
     try:
@@ -272,7 +273,7 @@ def test_the_job_script_prints_its_steps_in_a_dry_run(slurm):
     assert "--nodelist=n1" in head and "HOLD=1" in head and head.endswith("ray_cluster.sh head")
     assert f"RAY_TEMP_DIR={slurm.dir}/ray-{job}-n1" in head and f"NODE_PORT_BASE={int(slurm.env['RAY_PORT']) + 1}" in head
     assert "--nodelist=n2" in worker and "HEAD_ADDR=127.0.0.1" in worker and worker.endswith("ray_cluster.sh worker")
-    assert f"NODE_PORT_BASE={int(slurm.env['RAY_PORT']) + 60}" in worker
+    assert f"NODE_PORT_BASE={int(slurm.env['RAY_PORT']) + 1 + NODE_STRIDE}" in worker
     assert lines[-1].startswith(f"NNODES=2 RAY_ADDRESS=127.0.0.1:{slurm.env['RAY_PORT']} RAY_AUTH_MODE=token python -m ")
     assert not slurm.ray_processes(job) and not (slurm.dir / f"ray-{job}").exists()  # nothing ran
 

@@ -24,8 +24,8 @@ Per backend and step: seconds of the old-log-prob pass and of the update, peak G
 (``torch._dynamo``), loss and grad norm; the first step's extra time over the later ones (compilation); and the
 largest gap between verl's old log-probs (step 1, before any update) and eager attention on the padded batch of the
 same weights, against :data:`LOGP_TOL`. On CUDA each backend's process runs under ``--memory-cap-gib`` (default 79:
-what torch may allocate on an H100 80GB, :data:`MEMORY_CAP_GIB`; through ``torch.cuda.set_per_process_memory_fraction``), and step 1's peak includes the eager
-reference, so a row that finishes on an H200 says the step fits an 80 GB H100.
+what torch may allocate on an H100 80GB, :data:`MEMORY_CAP_GIB`; ``torch.cuda.set_per_process_memory_fraction``), and
+step 1's peak includes the eager reference, so a row that finishes on an H200 says the step fits an 80 GB H100.
 
 On a bare GPU machine (torch + transformers only) verl and what its actor imports come from the wheelhouse
 (``make gpu-wheelhouse``) and Ray from the import stub ``scripts/bare_gpu/ray_import_stub``: both put on the path by
@@ -255,7 +255,8 @@ def eager_log_probs(model_path: str, batch: dict[str, torch.Tensor], temperature
         for i in range(len(mask)):
             seq = batch["input_ids"][i][mask[i]].to(device)
             r = int(batch["response_mask"][i].sum())
-            hidden = model.base_model(input_ids=seq[None], use_cache=False).last_hidden_state[0]  # positions 0..n-1, the final norm applied
+            # every position's last hidden state, the final norm applied
+            hidden = model.base_model(input_ids=seq[None], use_cache=False).last_hidden_state[0]
             targets = seq[len(seq) - r:]  # the response tokens, predicted from the positions before each
             rows = hidden[len(seq) - r - 1: len(seq) - 1]
             for c in range(0, r, chunk_tokens):
