@@ -61,9 +61,15 @@ printf '%s\n' "vllm-$VLLM_VERSION+cpu.dist-info/METADATA,," "vllm-$VLLM_VERSION+
 from importlib.metadata import version
 
 import torch
-import vllm._C  # noqa: F401  (the compiled ops load with this torch)
 from vllm.platforms import current_platform
 
 assert current_platform.is_cpu(), current_platform
-print(f"vLLM environment ready: vllm {version('vllm')}, torch {torch.__version__}, platform {current_platform.device_name}")
+# vLLM's own choice of compiled ops for this CPU (vllm/platforms/cpu.py import_kernels): _C needs AVX-512 BF16 and
+# dies of an illegal instruction elsewhere, _C_AVX512 and _C_AVX2 serve the others; they load with this torch
+current_platform.import_kernels()
+assert hasattr(torch.ops._C, "rms_norm"), "vLLM's compiled ops did not load"
+kernels = ("AVX-512 BF16" if torch.cpu._is_avx512_bf16_supported() else "AVX-512") if torch.cpu._is_avx512_supported() \
+    else "AVX2"
+print(f"vLLM environment ready: vllm {version('vllm')}, torch {torch.__version__}, platform {current_platform.device_name}, "
+      f"{kernels} kernels")
 EOF
