@@ -1,5 +1,6 @@
 """The BOTS bench (verl_ext/apps/bench/bots.py): its vectorised reference, a step as the authors' code does it, chooses
-the same tasks and keeps the same posteriors as the selector; the report gives both ratios and the step share."""
+tasks of the same utilities (ties in either order) and keeps the same posteriors as the selector; the report gives both
+ratios and the step share."""
 
 import math
 
@@ -38,7 +39,10 @@ def test_reference_chooses_the_selectors_tasks_on_the_posterior_mean():
     for step in range(8):
         _update(fast, ref, step, tasks, rng.binomial(M, truth[tasks]).astype(np.float64))
         tasks = fast.select(step + 1, B)
-        assert ref.select(B).tolist() == tasks.tolist()  # same tasks, same order (best first)
+        # the same utilities in the same order (best first); tasks that tie (e.g. two at p = 0.5) may come in either
+        # order: the selector breaks ties at random, the reference as numpy's argpartition does on this CPU
+        distance = np.abs(ref.estimates() - ref.config.target)
+        np.testing.assert_allclose(distance[ref.select(B)], distance[tasks], rtol=0, atol=1e-12)
     _same_posteriors(fast, ref)
 
 
