@@ -38,14 +38,17 @@ def sft_run(tmp_path_factory):
          "data.use_dynamic_bsz=False", "data.max_length=256", "optim.lr=1e-4", "trainer.total_epochs=1",
          "model.enable_gradient_checkpointing=False", "checkpoint.save_contents=[hf_model]",
          "trainer.project_name=test", "trainer.experiment_name=sft", f"trainer.default_local_dir={out}"],
-        capture_output=True, text=True, timeout=600, env={**os.environ, PRECISION_ENV: "bf16"})  # the CPU default
+        capture_output=True, text=True, timeout=600,  # the launcher picks the precision, as for a user (not conftest's)
+        env={k: v for k, v in os.environ.items() if k != PRECISION_ENV})
     return {"proc": proc, "out": out, "model": model, "files": files}
 
 
 def test_sft_trains_through_verls_sft_trainer_and_logs_every_step(sft_run):
     proc = sft_run["proc"]
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "'mixed_precision': {'param_dtype': 'bf16'" in proc.stdout  # bf16 compute, fp32 weights
+    # this CPU's default compute dtype (bf16 with bf16 instructions, else fp32: emulated bf16 made this run 284 s
+    # instead of 30 on an AVX2 machine), fp32 weights
+    assert f"'mixed_precision': {{'param_dtype': '{cpu_precision({})}', 'reduce_dtype': 'fp32'" in proc.stdout
     records = [json.loads(line) for line in (sft_run["out"] / "metrics" / "sft.jsonl").read_text().splitlines()]
     train = [r for r in records if "train/loss" in r["data"]]
     assert [r["step"] for r in train] == list(range(1, STEPS + 1))
