@@ -22,6 +22,10 @@
 #   PYTHON=.venv/bin/python VLLM_ENV_BUILD="make vllm-env" bash scripts/run_tests.sh [pytest arguments for every part]
 set -euo pipefail
 PYTHON="${PYTHON:-python}"
+# Ray starts its workers at niceness 15 over the driver's (RAY_worker_niceness, default 15), so lane 1's trainer
+# workers ran below lane 2's light tests at nice 10 (seen 2026-12-02: the demo module 276 s beside them, 126 s alone);
+# 0 keeps each lane's workers at its driver's niceness (lane 1: 0, lane 2: 10).
+export RAY_worker_niceness=0
 lane2_log="$(mktemp -t verl_ext_tests.XXXXXX)"
 lane2_status="$(mktemp -t verl_ext_tests_status.XXXXXX)"
 build_log="$(mktemp -t verl_ext_vllm_env.XXXXXX)"
