@@ -147,8 +147,7 @@ def slurm() -> Iterator[Slurm]:
     if os.geteuid() != 0:
         pytest.fail("the Slurm test starts slurmctld and slurmd, and installs slurm-wlm when missing: it needs root")
     root = Path(tempfile.mkdtemp(prefix="sl_", dir="/tmp"))  # short: Ray's socket paths under it (107 characters)
-    base = {k: v for k, v in os.environ.items()
-            if not k.startswith(("RAY_", "SLURM_")) or k == "RAY_worker_niceness"}  # scripts/run_tests.sh sets it
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "SLURM_"))}
     started = subprocess.run(["bash", str(ONE_HOST), "start"], capture_output=True, text=True, timeout=900,
                              env={**base, "DIR": str(root / "slurm"), "NODES": "2",
                                   "PORT": str(free_port_base(3))})
