@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from tests.apps.gpu.test_gpu_first_hour_plan_on_cpu import return_problems
-from verl_ext.apps.gpu.verl_actor import MEMORY_CAP_GIB
 from verl_ext.models.attention import BACKENDS
 from verl_ext.cpu import project_root
 
@@ -172,7 +171,9 @@ def test_first_hour_runs_verls_own_actor_from_the_wheelhouse_without_ray(first_h
     result = json.loads((out / "verl_actor.json").read_text())
     rows = {r["backend"]: r for r in result["rows"]}
     assert "no backward" in rows["flex_attention"]["status"]
-    assert result["dtype"] == "fp32" and result["tolerance"] == 1e-4 and result["memory_cap_gib"] == MEMORY_CAP_GIB
+    assert result["dtype"] == "fp32" and result["tolerance"] == 1e-4
+    # the cap the step ran under fits an 80 GB H100 (81,559 MiB as torch reports it), not the H200's 139 GiB
+    assert 70 <= result["memory_cap_gib"] <= 81_559 / 1024
     for name in ("sdpa", "sdpa_padded"):
         row = rows[name]
         assert row["status"] == "finished" and len(row["steps"]) == 3, row
