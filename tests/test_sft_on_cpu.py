@@ -46,8 +46,8 @@ def sft_run(tmp_path_factory):
 def test_sft_trains_through_verls_sft_trainer_and_logs_every_step(sft_run):
     proc = sft_run["proc"]
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    # this CPU's default compute dtype (bf16 with bf16 instructions, else fp32: emulated bf16 made this run 284 s
-    # instead of 30 on an AVX2 machine), fp32 weights
+    # the launcher passes this CPU's default compute dtype through (bf16 with bf16 instructions, else fp32; the choice
+    # itself is unit-tested below), fp32 weights
     assert f"'mixed_precision': {{'param_dtype': '{cpu_precision({})}', 'reduce_dtype': 'fp32'" in proc.stdout
     records = [json.loads(line) for line in (sft_run["out"] / "metrics" / "sft.jsonl").read_text().splitlines()]
     train = [r for r in records if "train/loss" in r["data"]]
