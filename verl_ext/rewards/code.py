@@ -15,13 +15,13 @@ arrays, as read from parquet):
 
 from __future__ import annotations
 
-import ast
 import json
 import logging
 import re
 from collections.abc import Mapping
 from typing import Any
 
+from verl_ext.rewards import python_ast
 from verl_ext.rewards.sandbox import run_python
 
 logger = logging.getLogger(__name__)
@@ -38,7 +38,7 @@ def extract_program(solution_str: str) -> str | None:
     if not solution_str.strip():
         return None
     try:
-        ast.parse(solution_str)
+        python_ast.parse(solution_str)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return None
     return solution_str

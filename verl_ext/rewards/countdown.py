@@ -13,6 +13,8 @@ import operator
 import re
 from typing import Any
 
+from verl_ext.rewards import python_ast
+
 ANSWER_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 THINK_RE = re.compile(r"<think>")
 ALLOWED_RE = re.compile(r"^[\d+\-*/().\s]+$")
@@ -42,7 +44,7 @@ def safe_eval(expression: str) -> float:
     """
     if len(expression) > MAX_EXPRESSION_CHARS:
         raise ValueError("expression too long")
-    tree = ast.parse(expression.strip(), mode="eval")
+    tree = python_ast.parse(expression.strip(), mode="eval")
 
     def walk(node: ast.AST) -> float:
         if isinstance(node, ast.Expression):
