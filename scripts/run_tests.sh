@@ -8,7 +8,8 @@
 # after another) and both while it trains, so lane 2 and the build fill the gaps, at a lower priority (nice 10: lane 1
 # ends with the `vllm` modules and is the longest path; run beside it at the same priority, the first e2e module took
 # 325 s instead of 122). Two 3-step runs side by side took 90 s (nice 0) and 108 s (nice 10) against 72 s alone; beside
-# the light tests a lane-1 module runs about as fast as alone, beside a lane-2 trainer run ~1.5x slower (the progress
+# the light tests a lane-1 module ran about as fast as alone (2026-11-28; not on 2026-12-02's machine: Ray's workers
+# run at +15, below them, tests/README.md), beside a lane-2 trainer run ~1.5x slower (the progress
 # chain's SFT 2.4x). This split measured 32:04 from a fresh clone against 34:31 with one e2e lane; moving the vllm module
 # to lane 2 and default-vs-stock to lane 1 measured 34:37; with one thread (below) and the lighter router, 25:38 to
 # 31:31 in four runs of one commit; with one trainer run fewer and three small modules moved to lane 2, 27:34,
