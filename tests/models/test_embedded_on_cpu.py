@@ -112,3 +112,16 @@ def test_conversion_is_atomic_and_replaces_unmarked_leftovers(tmp_path, monkeypa
     assert sorted(p.name for p in tmp_path.iterdir()) == [embedded.MODEL_NAME]
     monkeypatch.setenv("VERL_EXT_CACHE", str(tmp_path / "root"))
     assert embedded.cache_root() == tmp_path / "root"
+
+
+def test_the_conversion_parses_the_gguf_once_and_restores_gguf():
+    import gguf
+
+    reader, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+    path = str(embedded.gguf_path())
+    with embedded._gguf_parsed_once():
+        first = gguf.GGUFReader(path)
+        assert gguf.GGUFReader(path) is first  # transformers' four calls share one parse
+        assert gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, 30) is gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, 30)
+    assert (gguf.GGUFReader, gguf.get_tensor_name_map) == (reader, name_map)
+    assert gguf.GGUFReader(path) is not first
