@@ -114,11 +114,18 @@ def test_conversion_is_atomic_and_replaces_unmarked_leftovers(tmp_path, monkeypa
     assert embedded.cache_root() == tmp_path / "root"
 
 
-def test_the_conversion_parses_the_gguf_once_and_restores_gguf():
+def test_the_conversion_parses_the_gguf_once_and_restores_gguf(tmp_path):
     import gguf
+    import numpy as np
 
+    path = str(tmp_path / "tiny.gguf")  # a one-tensor file: parsing the real one takes ~4 s
+    writer = gguf.GGUFWriter(path, "llama")
+    writer.add_tensor("token_embd.weight", np.zeros((2, 4), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
     reader, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
-    path = str(embedded.gguf_path())
     with embedded._gguf_parsed_once():
         first = gguf.GGUFReader(path)
         assert gguf.GGUFReader(path) is first  # transformers' four calls share one parse
