@@ -114,21 +114,29 @@ def test_conversion_is_atomic_and_replaces_unmarked_leftovers(tmp_path, monkeypa
     assert embedded.cache_root() == tmp_path / "root"
 
 
-def test_the_conversion_parses_the_gguf_once_and_restores_gguf(tmp_path):
+def test_the_conversion_parses_the_gguf_once_and_restores_gguf(tmp_path, monkeypatch):
     import gguf
     import numpy as np
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
 
     path = str(tmp_path / "tiny.gguf")  # a one-tensor file: parsing the real one takes ~4 s
     writer = gguf.GGUFWriter(path, "llama")
+    writer.add_block_count(1)
     writer.add_tensor("token_embd.weight", np.zeros((2, 4), dtype=np.float32))
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
-    reader, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+    parses, reader = [], gguf.GGUFReader
+
+    def counted(*args, **kwargs):
+        parses.append(args)
+        return reader(*args, **kwargs)
+
+    monkeypatch.setattr(gguf, "GGUFReader", counted)
     with embedded._gguf_parsed_once():
-        first = gguf.GGUFReader(path)
-        assert gguf.GGUFReader(path) is first  # transformers' four calls share one parse
-        assert gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, 30) is gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, 30)
-    assert (gguf.GGUFReader, gguf.get_tensor_name_map) == (reader, name_map)
-    assert gguf.GGUFReader(path) is not first
+        for _ in range(3):  # transformers' own loader, as the tokenizer's, the config's and the model's calls use it
+            assert load_gguf_checkpoint(path)["config"]["model_type"] == "llama"
+    assert len(parses) == 1 and gguf.GGUFReader is counted  # one parse; gguf's own names back after the block
+    load_gguf_checkpoint(path)
+    assert len(parses) == 2

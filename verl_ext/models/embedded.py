@@ -160,9 +160,10 @@ def _write_marker(out: Path, **info) -> None:
 @contextlib.contextmanager
 def _gguf_parsed_once():
     """transformers (5.x) parses the GGUF four times for one tokenizer and model (tokenizer, its config, the model's
-    config, its weights) and rebuilds gguf's tensor-name map once per module (397 times): ~15 of a conversion's ~25 s
-    on one thread. Both are looked up on the ``gguf`` module at call time, so within this block each is built once
-    (a reader only reads its memory-mapped file)."""
+    config, its weights) and rebuilds gguf's tensor-name map once per module (397 times). Both are looked up on the
+    ``gguf`` module at call time, so within this block each is built once (a reader only reads its read-only memory
+    map). The full model's conversion on one thread: 39.6 s -> 17.6 s, every file byte-identical (2026-12-03, 2-core
+    AMD EPYC). Not thread-safe (it swaps module attributes): nothing here converts from two threads."""
     import gguf
 
     reader, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
