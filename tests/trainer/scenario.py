@@ -4,8 +4,6 @@ TransferQueue, FSDP2 on CPU) on the 2-layer truncated embedded model.
 The scenario is deterministic although sampling is not: the reward ignores the completion. Six tasks (stable
 indices 100..105) of three kinds: ``easy`` always scores 1, ``hard`` always 0 and ``coin`` alternates 1, 0, 1, ...
 per task (counted in the run directory), so a coin group of n >= 2 rollouts always has both rewards.
-:func:`scenario_run` is the run of ``test_axes_trainer_on_cpu`` (sequential selector, variance allocator,
-``drop_degenerate``).
 """
 
 from __future__ import annotations
@@ -26,7 +24,6 @@ KIND = ["easy", "coin", "coin", "hard", "coin", "easy"]  # by dataset position
 RANK = [5, 4, 3, 2, 1, 0]  # ascending rank: positions 5, 4, 3, 2, 1, 0
 ORDER = [105, 104, 103, 102, 101, 100]  # the sequential selector's cycle (stable indices)
 KIND_OF = dict(zip(INDEX, KIND))
-BUDGET, TASKS_PER_STEP = 16, 4
 
 REWARD = '''
 import json, os, threading
@@ -107,16 +104,6 @@ def common_overrides(data: dict[str, str], run_dir: Path, steps: int, *, tasks: 
     ]
 
 
-def scenario_overrides(data: dict[str, str], run_dir: Path, steps: int) -> list[str]:
-    return common_overrides(data, run_dir, steps, tasks=TASKS_PER_STEP, n=4, mini=2) + [
-        f"+reward.custom_reward_function.reward_kwargs.counter_file={run_dir}/coin_counts.json",
-        "actor_rollout_ref.actor.entropy_coeff=0",  # per-sample entropy then comes from the old-log-prob pass
-        "selector=sequential", "selector.sort_by=[rank]", "selector.descending=false",
-        "allocator=variance", "allocator.min_n=2", "allocator.max_n=8",
-        "rollout_filter=drop_degenerate",
-    ]
-
-
 def run_env(**env_vars: str) -> dict[str, str]:
     """The environment of a trainer run: offline hubs, this checkout importable, Ray quiet."""
     env = {**os.environ, **env_vars, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
@@ -159,15 +146,3 @@ def hf_weights(path: Path) -> dict[str, torch.Tensor]:
     for f in sorted(Path(path).glob("*.safetensors")):
         out.update(load_file(str(f)))
     return out
-
-
-STEPS, SAVE_FREQ = 3, 2
-
-
-def scenario_run(tmp_path_factory) -> tuple[dict[str, str], Path]:
-    """The scenario's files and its run: 3 steps, full checkpoints at steps 2 and 3."""
-    root = tmp_path_factory.mktemp("scenario")
-    data = write_scenario(root)
-    overrides = scenario_overrides(data, root / "run", STEPS) + [f"trainer.save_freq={SAVE_FREQ}"]
-    print(f"verl_ext.main, {STEPS} steps: {run('verl_ext.main', overrides, root / 'run.log'):.1f} s")
-    return data, root / "run"

@@ -1,10 +1,12 @@
 """CBS* composed with every other axis through the real trainer: a selector (sequential, in rank order), an
-allocator (CoBA, unequal counts once it has seen rewards), DAPO's dynamic sampling (a prefilter, 2x oversampling) and
+allocator (``variance``: equal counts while nothing is known, then by each task's last observed pass rate p, in
+proportion to p(1 - p) within [2, 8]), DAPO's dynamic sampling (a prefilter, 2x oversampling) and
 ``cbs_star`` under the GSPO loss, on eight tasks of the kinds of ``tests.trainer.scenario`` (easy / hard / coin,
 rewards independent of the text), 4 per step. Each step CBS* keeps round(0.3 x) of the rollouts dynamic sampling kept,
 the actor trains on exactly those with GSPO's sequence-level ratio and clipping, the scheduler's scalars are logged,
 and a fresh filter chain replayed on the run's recorded rollouts (reward, advantage, group, length, old-log-prob
-entropy) keeps exactly what the run kept.
+entropy) keeps exactly what the run kept, a fresh allocator given the recorded rewards allocates what the run
+allocated, and a checkpoint holds every axis's state.
 
 Step 2 serves only solved and unsolvable tasks (every group degenerate), so the filters keep nothing: the step logs
 ``data_selection/actor_update_skipped = 1``, trains on no row and leaves the weights exactly as step 1 saved them
@@ -19,7 +21,7 @@ import numpy as np
 import pytest
 
 from tests.trainer.scenario import common_overrides, hf_weights, model_path, run, write_scenario
-from verl_ext.axes import RolloutView, build_filter
+from verl_ext.axes import RolloutView, StepResults, build_allocator, build_filter
 from verl_ext.trainer import records
 
 pytestmark = [pytest.mark.e2e, pytest.mark.beside]  # a training run, in make test's second lane
@@ -31,6 +33,7 @@ PREFILTERS = [{"name": "dapo_dynamic", "oversample": 2}]
 # the sequential selector serves ranks 0-3 (two coins), then 4-7 (all degenerate), then 0-3 again
 INDEX, KIND, RANK = list(range(400, 408)), ["coin", "easy", "coin", "hard", "easy", "hard", "easy", "hard"], range(8)
 SKIPPED = 2
+ALLOCATOR = {"name": "variance", "min_n": 2, "max_n": 8}
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +45,7 @@ def run_dir(tmp_path_factory):
         "+objective=gspo", "actor_rollout_ref.actor.entropy_coeff=0", f"data.seed={SEED}", "trainer.save_freq=1",
         "data_selection.prefilters=[{name:dapo_dynamic,oversample:2}]",
         "selector=sequential", "selector.sort_by=[rank]", "selector.descending=false",
-        "allocator=coba", "allocator.min_n=2", "allocator.max_n=8",
+        *(f"allocator.{k}={v}" if k != "name" else f"allocator={v}" for k, v in ALLOCATOR.items()),
         *(f"rollout_filter.{k}={v}" if k != "name" else f"rollout_filter={v}" for k, v in FILTER.items()),
     ]
     run("verl_ext.main", overrides, root / "run.log")
@@ -54,7 +57,6 @@ def test_cbs_star_kept_its_fraction_of_what_dynamic_sampling_kept(run_dir):
     metrics = records.read_metrics(run_dir)
     assert sorted(dumps) == sorted(metrics) == list(range(1, STEPS + 1))
     assert [d["tasks"] for d in dumps.values()] == [[400, 401, 402, 403], [404, 405, 406, 407], [400, 401, 402, 403]]
-    assert len(set(dumps[3]["counts"])) > 1  # the allocator's unequal budgets once it has seen rewards
     trained = 0
     for step, d in dumps.items():
         m = metrics[step]
@@ -78,6 +80,49 @@ def test_cbs_star_kept_its_fraction_of_what_dynamic_sampling_kept(run_dir):
     # picked nothing, so step 3 regresses on nothing
     reward = "data_selection/rollout_filter/squashed_reward"
     assert [reward in metrics[s] for s in range(1, STEPS + 1)] == [False, True, False]
+
+
+def test_the_variance_allocator_shares_the_budget_by_what_it_saw(run_dir):
+    dumps = records.read_dumps(run_dir)
+    # nothing known at steps 1 and 2 (new tasks): 4 each; step 3 serves step 1's tasks again, coins at p = 0.5
+    # (weight 1/4), the easy and hard ones at p = 1 and 0 (weight 0): the floor of 2 each, the spare 8 to the coins
+    assert [d["counts"] for d in dumps.values()] == [[4, 4, 4, 4], [4, 4, 4, 4], [6, 2, 6, 2]]
+    allocator = build_allocator(ALLOCATOR, SEED)
+    for step, d in dumps.items():
+        tasks = np.array(d["rollout_task"])
+        assert {t: int((tasks == t).sum()) for t in d["tasks"]} == dict(zip(d["tasks"], d["counts"])), step
+        assert allocator.allocate(step, np.array(d["tasks"]), 16).tolist() == d["counts"], step
+        allocator.update(step, StepResults.from_rewards(d["rollout_task"], d["rollout_reward"]))
+
+
+def test_each_step_logs_what_it_served_and_kept(run_dir):
+    dumps, metrics = records.read_dumps(run_dir), records.read_metrics(run_dir)
+    for step, d in dumps.items():
+        m = metrics[step]
+        assert all(f"timing_s/{t}" in m for t in ("selector", "allocator", "rollout_filter", "step")), step
+        counts, reward, tasks = np.array(d["counts"]), np.array(d["rollout_reward"]), np.array(d["rollout_task"])
+        assert [m[f"data_selection/rollouts_per_task/{k}"] for k in ("min", "mean", "max", "std")] == pytest.approx(
+            [counts.min(), counts.mean(), counts.max(), counts.std()]), step
+        pass_rate = np.array([reward[tasks == t].mean() for t in d["tasks"]])  # rewards are 0 or 1 here
+        mixed = float(np.mean((pass_rate > 0) & (pass_rate < 1)))
+        assert m["data_selection/effective_task_ratio"] == pytest.approx(mixed), step
+        assert m["data_selection/degenerate_group_rate"] == pytest.approx(1 - mixed), step  # one group a task
+        assert m["data_selection/selected_pass_rate_mean"] == pytest.approx(pass_rate.mean()), step
+        assert m["data_selection/filter_kept_fraction"] == pytest.approx(len(d["kept"]) / len(reward)), step
+        group, advantage = np.array(d["rollout_group"]), np.array(d["rollout_advantage"])
+        for g in np.unique(group):  # GRPO normalises within each prompt's actual group, whatever its size
+            r = reward[group == g]
+            assert advantage[group == g] == pytest.approx((r - r.mean()) / (r.std(ddof=1) + 1e-6), abs=1e-5)
+
+
+def test_a_checkpoint_holds_every_axis_state(run_dir):
+    dumps = records.read_dumps(run_dir)
+    state = records.load_state(run_dir / "global_step_1")["axes"]
+    assert state["selector"] == {"cursor": 4}  # 4 tasks served from a cycle of 8
+    reward, tasks = np.array(dumps[1]["rollout_reward"]), np.array(dumps[1]["rollout_task"])
+    observed = {t: float(reward[tasks == t].mean()) for t in dumps[1]["tasks"]}  # coins 0.5, easy 1, hard 0
+    assert state["allocator"]["last_pass_rate"] == pytest.approx(observed) and len(set(observed.values())) == 3
+    assert set(state) == {"selector", "allocator", "rollout_filter"}
 
 
 def test_a_step_whose_filters_keep_nothing_skips_the_update(run_dir):
