@@ -98,6 +98,11 @@ def test_variance_allocator_budgets():
     counts = a.allocate(1, tasks, 20)
     assert counts.sum() == 20 and counts.min() >= 2 and counts.max() <= 10
     assert counts[0] == counts[3] > counts[1] == counts[2]  # p = 1/2 gets more than p in {0, 1}
+    mixed = build_allocator({"name": "variance", "min_n": 2, "max_n": 8}, 0)
+    mixed.update(0, StepResults.from_rewards([105] * 4 + [104] * 4, [1, 1, 1, 1, 1, 0, 1, 0]))
+    # unseen 101, 100 and seen 104 at p = 0.5 (weight 0.3 each), solved 105 (0.05): 2 each, the spare 8 by weight
+    # (2.67, 2.67, 0.44, 2.67 -> 2 each and the remaining 2 to the largest remainders, the lower position first)
+    assert mixed.allocate(1, np.array([101, 100, 105, 104]), 16).tolist() == [5, 5, 2, 4]
     rng = np.random.default_rng(0)
     for _ in range(200):
         m = int(rng.integers(1, 20))

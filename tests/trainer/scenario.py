@@ -23,7 +23,6 @@ INDEX = [100, 101, 102, 103, 104, 105]
 KIND = ["easy", "coin", "coin", "hard", "coin", "easy"]  # by dataset position
 RANK = [5, 4, 3, 2, 1, 0]  # ascending rank: positions 5, 4, 3, 2, 1, 0
 ORDER = [105, 104, 103, 102, 101, 100]  # the sequential selector's cycle (stable indices)
-KIND_OF = dict(zip(INDEX, KIND))
 
 REWARD = '''
 import json, os, threading

@@ -320,9 +320,13 @@ def test_every_kept_rollout_is_trained_once_per_epoch_and_nothing_else(two_node_
 
 
 def test_drop_degenerate_keeps_every_rollout_of_a_group_with_both_rewards_and_no_other(two_node_run):
+    dropped = set()
     for step, d in enumerate(dumps(two_node_run.run), start=1):
-        mixed = {task for task, rewards in by_task(d, "rollout_reward").items() if len(set(rewards)) > 1}
+        groups = by_task(d, "rollout_reward")
+        mixed = {task for task, rewards in groups.items() if len(set(rewards)) > 1}
         assert d["kept"] == [i for i, task in enumerate(d["rollout_task"]) if task in mixed], step
+        dropped |= {rewards[0] for rewards in groups.values() if len(set(rewards)) == 1}
+    assert dropped == {0.0, 1.0}, dropped  # an all-wrong and an all-right group were dropped
 
 
 def test_seq_mean_divisor_is_the_real_rows_of_each_mini_batch(two_node_run):
