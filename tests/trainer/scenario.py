@@ -103,6 +103,12 @@ def common_overrides(data: dict[str, str], run_dir: Path, steps: int, *, tasks: 
     ]
 
 
+def axis_overrides(axis: str, cfg: dict) -> list[str]:
+    """Hydra overrides choosing ``cfg["name"]`` for ``axis`` (``selector``, ``allocator``, ``rollout_filter``) and
+    setting its other fields: ``{"name": "variance", "min_n": 2}`` -> ``allocator=variance allocator.min_n=2``."""
+    return [f"{axis}={v}" if k == "name" else f"{axis}.{k}={v}" for k, v in cfg.items()]
+
+
 def run_env(**env_vars: str) -> dict[str, str]:
     """The environment of a trainer run: offline hubs, this checkout importable, Ray quiet."""
     env = {**os.environ, **env_vars, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",

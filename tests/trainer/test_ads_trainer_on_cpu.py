@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.trainer.scenario import REWARD, common_overrides, run
+from tests.trainer.scenario import REWARD, axis_overrides, common_overrides, run
 from verl_ext.axes import StepResults, TaskPool, build_selector
 from verl_ext.trainer import records
 from verl_ext.trainer.generation_length import AGENT_LOOP
@@ -97,7 +97,7 @@ def _trainer_run(prepared, name: str, selector: dict, *extra: str, mini: int = 3
     run_dir = prepared["root"] / name
     overrides = common_overrides(prepared, run_dir, STEPS, tasks=TASKS, n=N, mini=mini) + [
         f"+reward.custom_reward_function.reward_kwargs.counter_file={run_dir}/coin_counts.json", f"data.seed={SEED}",
-        *(f"selector.{k}={v}" if k != "name" else f"selector={v}" for k, v in selector.items()), *extra]
+        *axis_overrides("selector", selector), *extra]
     run("verl_ext.main", overrides, prepared["root"] / f"{name}.log")
     return run_dir
 

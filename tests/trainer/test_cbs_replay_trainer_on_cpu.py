@@ -21,7 +21,7 @@ from collections import Counter
 import pytest
 import torch
 
-from tests.trainer.scenario import ORDER, common_overrides, run, write_scenario
+from tests.trainer.scenario import ORDER, axis_overrides, common_overrides, run, write_scenario
 from verl_ext.axes.views import ROLLOUT_ID_STRIDE
 from verl_ext.trainer import records
 from verl_ext.trainer.replay import FILE as STORE_FILE
@@ -62,7 +62,7 @@ def overrides(data, run_dir):
         f"reward.custom_reward_function.path={data['reward']}",
         "actor_rollout_ref.actor.entropy_coeff=0", "data.seed=3", "trainer.save_freq=1",
         "selector=sequential", "selector.sort_by=[rank]", "selector.descending=false",
-        *(f"rollout_filter.{k}={v}" if k != "name" else f"rollout_filter={v}" for k, v in FILTER.items()),
+        *axis_overrides("rollout_filter", FILTER),
     ]
 
 

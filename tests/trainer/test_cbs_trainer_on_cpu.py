@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.trainer.scenario import common_overrides, hf_weights, model_path, run, write_scenario
+from tests.trainer.scenario import axis_overrides, common_overrides, hf_weights, model_path, run, write_scenario
 from verl_ext.axes import RolloutView, build_filter
 from verl_ext.trainer import records
 
@@ -46,8 +46,8 @@ def run_dir(tmp_path_factory):
         "+objective=gspo", "actor_rollout_ref.actor.entropy_coeff=0", f"data.seed={SEED}", "trainer.save_freq=1",
         "data_selection.prefilters=[{name:dapo_dynamic,oversample:2}]",
         "selector=sequential", "selector.sort_by=[rank]", "selector.descending=false",
-        *(f"allocator.{k}={v}" if k != "name" else f"allocator={v}" for k, v in ALLOCATOR.items()),
-        *(f"rollout_filter.{k}={v}" if k != "name" else f"rollout_filter={v}" for k, v in FILTER.items()),
+        *axis_overrides("allocator", ALLOCATOR),
+        *axis_overrides("rollout_filter", FILTER),
     ]
     run("verl_ext.main", overrides, root / "run.log")
     return root / "run"
