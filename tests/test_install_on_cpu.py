@@ -1,6 +1,6 @@
 """``make install`` compiles the environment's modules itself: ``pip install --no-compile``, then ``compileall`` on
 every core (pip compiles on one). Where Python does not write bytecode (``PYTHONDONTWRITEBYTECODE=1``, as on the
-project's machines and CI), a module installed without its bytecode is compiled again by every process that imports
+project's development VMs), a module installed without its bytecode is compiled again by every process that imports
 it; where Python writes it, the first import does, and there is nothing to check."""
 
 import importlib.util
