@@ -1,4 +1,4 @@
-"""The three axes on verl 0.9.1's own asynchronous replay buffer, in process (issue 36, item 4).
+"""The three axes on verl 0.9.1's own asynchronous replay buffer, in process.
 
 verl's ``ReplayBufferAsync`` (eviction of stale and failed groups, refills, oldest-first sampling) and verl's own
 submission path (``prepare_step`` -> ``_add_batch_to_generate`` -> ``_submit_batch_to_rollout``, the warm-up batches,
@@ -206,10 +206,22 @@ class Run:
         t.eviction_bias.load_state_dict(state["bias"])
         self.tq.parts = copy.deepcopy(state["tq"])
         self.world.version = state["version"]
-        t.global_steps = state["step"] + 1
+        t.global_steps = state["step"]
+        self._start_again()
+
+    def restart(self):
+        """What a resume does, without the save and the load: the engine's generations are lost with the process,
+        then fit() starts again at the next step."""
+        self.world.running.clear()
+        self._start_again()
+
+    def _start_again(self):
+        t = self.trainer
+        t.global_steps += 1  # TB:454
         t._restored_tq_prompt_count = sum(1 for tag, _ in self.tq.parts.get("train", {}).values()
-                                          if tag.get("is_prompt"))
-        t._reissue_inflight_prompts()  # TB:912, in fit() before the first step
+                                          if tag.get("is_prompt"))  # TB:908
+        t._reissue_inflight_prompts()  # TB:456
+        t._add_async_warmup_batches(t.config.trainer.v1.colocate_async.num_warmup_batches)  # on_train_begin, TB:465
 
 
 def _world(seed: int = 0):
@@ -252,22 +264,59 @@ def test_every_prompt_is_chosen_trained_once_within_the_threshold_and_evictions_
     assert share["hard"] > share["easy"]
 
 
-def test_a_resumed_run_chooses_what_the_uninterrupted_run_chose(monkeypatch):
-    duration, p = np.zeros(TASKS, dtype=int), _world()[1]  # every prompt finishes at the first poll
+def _in_flight(run: Run) -> set[str]:
+    return {uid for uid, (tag, _) in run.tq.parts["train"].items()
+            if tag.get("is_prompt") and tag["status"] in ("pending", "running")}
+
+
+def _ledger_agrees_with_verls_tags(run: Run) -> None:
+    prompts = {uid: tag for uid, (tag, _) in run.tq.parts["train"].items() if tag.get("is_prompt")}
+    assert set(prompts) <= set(run.trainer.ledger.state_dict()["uid"])
+    steps = run.trainer.ledger.peek(list(prompts), run.trainer.global_steps).step.tolist()
+    assert steps == [tag["global_steps"] for tag in prompts.values()]
+
+
+def test_a_resume_restarts_what_was_generating_and_changes_nothing_else(monkeypatch):
+    """With prompts generating at the save (the out-of-order durations), a resumed run makes exactly the choices and
+    updates of the uninterrupted run whose generations in flight at that step start again (:meth:`Run.restart`):
+    the checkpoint holds everything else. The restarted groups are not chosen again; no group is trained twice or
+    lost; the ledger's submit steps are verl's tags. Against the run that never stopped, the later choices differ:
+    the restarted groups finish later, so the evidence arrives in another order."""
+    duration, p = _world()
     config = _config("verl_ext_colocate_async", 3, 1.5, "bots")
-    whole = Run(ours.DataSelectionColocateAsync, config, monkeypatch, duration, p)
-    whole.train(range(1, 9))
     first = Run(ours.DataSelectionColocateAsync, config, monkeypatch, duration, p)
     first.train(range(1, 5))
     state = first.checkpoint()
-    assert len(first.trainer.ledger) > 0  # prompts in flight at the save
+    generating = _in_flight(first)
+    assert generating  # prompts generating at the save
     resumed = Run(ours.DataSelectionColocateAsync, config, monkeypatch, duration, p)
     resumed.restore(state)
+    assert [uid for uid, *_ in resumed.world.generated[:len(generating)]] == sorted(generating, key=list(
+        state["tq"]["train"]).index)  # re-issued first, in verl's order
+    assert not {t for _, tasks, _ in resumed.chosen for t in tasks} & {t for u, t, _ in first.world.generated
+                                                                      if u in generating}
+    _ledger_agrees_with_verls_tags(resumed)
     resumed.train(range(5, 9))
+    _ledger_agrees_with_verls_tags(resumed)
+
+    in_place = Run(ours.DataSelectionColocateAsync, config, monkeypatch, duration, p)
+    in_place.train(range(1, 5))
+    in_place.restart()
+    in_place.train(range(5, 9))
+    whole = Run(ours.DataSelectionColocateAsync, config, monkeypatch, duration, p)
+    whole.train(range(1, 9))
     later = lambda run: [(s, tasks) for s, tasks, _ in run.chosen if s >= 5]  # noqa: E731
-    assert later(resumed) == later(whole)
-    assert [r.reward.tolist() for s, _, r in resumed.updates] == [r.reward.tolist() for s, _, r in whole.updates
-                                                                 if s >= 5]
+    trained = lambda run: [(s, r.task_index.tolist(), r.reward.tolist()) for s, _, r in run.updates if s >= 5]  # noqa: E731
+    assert later(resumed) == later(in_place) and trained(resumed) == trained(in_place)
+    assert later(resumed) != later(whole)
+
+    # every group submitted before or after the save is trained once, evicted, or still in flight
+    updates = [u for run in (first, resumed) for _, uids, _ in run.updates for u in uids]
+    assert len(updates) == len(set(updates))
+    evicted = set().union(*first.evicted.values(), *resumed.evicted.values())
+    assert not evicted & set(updates)
+    submitted = {u for u, *_ in first.world.generated + resumed.world.generated}
+    assert submitted == set(updates) | evicted | set(resumed.trainer.ledger.state_dict()["uid"])
 
 
 def test_prompts_in_flight_at_a_save_are_reissued_not_chosen_again(monkeypatch):
@@ -332,6 +381,11 @@ def test_the_ledger_refuses_a_prompt_submitted_twice_or_resolved_unknown_and_rou
     gone = ledger.resolve(["c", "a"], step=3)
     assert gone.task.tolist() == [3, 3] and gone.step.tolist() == [2, 1] and gone.n.tolist() == [1, 2]
     assert gone.order.tolist() == [2, 0] and ledger.tasks().tolist() == [5]
+    ledger.reissue(["b"], step=6)  # restarted after a resume: submitted at 6, same task, rollouts and order
+    b = ledger.peek(["b"], step=6)
+    assert (b.task.tolist(), b.step.tolist(), b.n.tolist(), b.order.tolist()) == ([5], [6], [4], [1])
+    with pytest.raises(KeyError, match="no longer in flight"):
+        ledger.reissue(["a"], step=6)
     with pytest.raises(KeyError, match="no longer in flight"):
         ledger.resolve(["a"], step=3)
     assert copy_.tasks().tolist() == [3, 5] and copy_.submission_rank(["c", "zz"]) == [2, -1]

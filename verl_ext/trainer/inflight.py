@@ -75,6 +75,13 @@ class InFlightLedger:
             del self._entries[uid]
         return out
 
+    def reissue(self, uids: Iterable[str], step: int) -> None:
+        """verl restarted the generation of ``uids`` at ``step`` after a resume (``_reissue_inflight_prompts``, TB:910)
+        and tagged them with that step: their evidence is generated from then on, so their submit step becomes it."""
+        for uid in self.peek(uids, step).uid:  # each must be in flight
+            task, _, n, order = self._entries[uid]
+            self._entries[uid] = (task, int(step), n, order)
+
     def state_dict(self) -> dict:
         uids = list(self._entries)
         rows = np.array([self._entries[u] for u in uids], dtype=np.int64).reshape(len(uids), 4)

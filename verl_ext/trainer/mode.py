@@ -268,6 +268,21 @@ class DataSelectionMixin:
             self._chosen, self._measurement = len(tasks), measurement
         return batch
 
+    def _reissue_inflight_prompts(self, partition_id: str = "train") -> int:
+        """On a resume verl restarts the prompts that were generating at the save, tagged with the resumed step
+        (TB:910-946); the ledger re-stamps them with it (:meth:`InFlightLedger.reissue`), so their lag counts from
+        the restart, as verl's tags and dumps do."""
+        uids = []
+        if self.trainer_mode != "sync":  # verl's own choice of what to restart (TB:918-922)
+            tags = (tq.kv_list(partition_id) or {}).get(partition_id, {})
+            uids = [k for k, t in tags.items() if t.get("is_prompt", False) and t.get("status") in ("pending", "running")]
+        reissued = super()._reissue_inflight_prompts(partition_id)
+        if reissued != len(uids):
+            raise RuntimeError(f"step {self.global_steps}: verl re-issued {reissued} prompts, {len(uids)} were in flight")
+        if uids:
+            self.ledger.reissue(uids, self.global_steps)
+        return reissued
+
     def _step_once(self, metrics, timing_raw, sample_batch_size):
         if self.trainer_mode == "sync":  # TB:539 waits for data.train_batch_size groups; a selector may choose fewer (ADS)
             sample_batch_size = self._chosen
