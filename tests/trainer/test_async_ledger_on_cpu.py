@@ -147,6 +147,7 @@ class Run:
         for module in (verl_buffer, verl_base, ours, replay):
             monkeypatch.setattr(module, "tq", self.tq)
         self.chosen: list[tuple[int, list[int], list[int]]] = []  # (step, tasks, tasks in flight) per select call
+        self.allocated: list[list[int]] = []  # the allocator's rollouts per task, per select call
         self.updates: list[tuple[int, list[str], StepResults]] = []  # (step, prompt uids, results) per update
         self.evicted: dict[str, set[str]] = {}
         self.metrics: list[dict] = []  # what _learn_and_filter logged, per step
@@ -154,8 +155,8 @@ class Run:
         self._watch()
 
     def _watch(self):
-        trainer, selector = self.trainer, self.trainer.axes.selector
-        select, update, evict = selector.select, selector.update, trainer._on_evicted
+        trainer, selector, allocator = self.trainer, self.trainer.axes.selector, self.trainer.axes.allocator
+        select, update, evict, allocate = selector.select, selector.update, trainer._on_evicted, allocator.allocate
 
         def watched_select(step, size, exclude=None):
             tasks = select(step, size, exclude=exclude)
@@ -171,7 +172,12 @@ class Run:
                 self.evicted.setdefault(reason, set()).update(uids)
             return evict(reasons)
 
-        selector.select, selector.update = watched_select, watched_update
+        def watched_allocate(step, tasks, budget):
+            counts = allocate(step, tasks, budget)
+            self.allocated.append(np.asarray(counts).tolist())
+            return counts
+
+        selector.select, selector.update, allocator.allocate = watched_select, watched_update, watched_allocate
         trainer._on_evicted = trainer.replay_buffer.on_evicted = watched_evict
 
     def train(self, steps: range):
@@ -238,18 +244,19 @@ def test_every_prompt_is_chosen_trained_once_within_the_threshold_and_evictions_
               duration, p)
     run.train(range(1, 13))
     generated = run.world.generated
-    submitted = [t for _, tasks, _ in run.chosen for t in tasks]
-    # every prompt verl generated was chosen by the selector, with the allocator's rollouts
-    assert sorted(t for _, t, _ in generated) == sorted(submitted)
+    # every prompt verl generated was chosen by the selector, in its order, with the allocator's rollouts for it
+    assert [(t, n) for _, t, n in generated] == [(t, n) for (_, tasks, _), counts in zip(run.chosen, run.allocated)
+                                                 for t, n in zip(tasks, counts)]
     assert sum(n for *_, n in generated) == sum(len(tasks) for _, tasks, _ in run.chosen) * N
     # no task chosen while in flight
     assert all(not set(tasks) & set(in_flight) for _, tasks, in_flight in run.chosen)
     # each trained group reaches update once, with all its rollouts, within the threshold
     trained = [u for _, uids, _ in run.updates for u in uids]
     assert len(trained) == len(set(trained)) == 12 * BATCH
-    n_of = {uid: n for uid, _, n in generated}
-    for step, uids, results in run.updates:
-        assert len(results.reward) == sum(n_of[u] for u in uids)
+    task_of = {uid: t for uid, t, _ in generated}
+    allocated = {uid: n for (uid, *_), n in zip(generated, (n for counts in run.allocated for n in counts))}
+    for step, uids, results in run.updates:  # a task is in flight once, so its rows in an update are its group's
+        assert sorted(results.task_index.tolist()) == sorted(task_of[u] for u in uids for _ in range(allocated[u]))
         assert np.all(step - results.submit_step + 1 <= threshold)
     lags = np.concatenate([r.lag(s) for s, _, r in run.updates])
     assert lags.max() >= 1  # evidence did arrive late: the test saw asynchrony
