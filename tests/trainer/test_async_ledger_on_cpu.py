@@ -26,6 +26,7 @@ import verl_ext.trainer.replay as replay
 from verl_ext.axes import StepResults
 from verl_ext.trainer.build_axes import build_axes, rollout_budget, task_pool
 from verl_ext.trainer.inflight import BUCKETS
+from verl_ext.trainer.startup_checks import check_pool_size, prompts_in_flight
 from verl_ext.trainer.tq_rows import as_list
 
 TASKS, BATCH, N, LENGTH = 24, 4, 3, 4
@@ -127,7 +128,7 @@ class Run:
 
     def __init__(self, cls, config, monkeypatch, duration, p, world_seed=0):
         self.trainer = trainer = object.__new__(cls)
-        pool = task_pool([{"index": i, "weak_pass_rate": 0.0, "strong_pass_rate": float(p[i])} for i in range(TASKS)])
+        pool = task_pool([{"index": i, "weak_pass_rate": 0.0, "strong_pass_rate": float(p[i])} for i in range(len(p))])
         # the attributes DataSelectionMixin.__init__ sets before verl's constructor runs
         trainer.config, trainer.global_steps = config, 0
         trainer.ledger, trainer.eviction_bias = ours.InFlightLedger(), ours.EvictionBias()
@@ -372,6 +373,31 @@ def test_replayed_rows_stay_within_the_off_policy_threshold(monkeypatch):
     stored = run.trainer.replay_store
     assert set(stored.ids().tolist()) == set(run.trainer.axes.rollout_filter.stored().tolist())
     assert all(12 - tag["min_global_steps"] <= threshold + 1 for tag in stored.tags.values())
+
+
+@pytest.mark.parametrize("warmup", [1, 1.5])
+def test_a_pool_smaller_than_the_prompts_in_flight_is_refused_when_the_trainer_reads_it(monkeypatch, warmup):
+    """The selector never chooses a task in flight, so an async run needs the batch plus verl's warm-up window in
+    tasks: with that many it trains, with one fewer it would stop in its first step; the trainer refuses it as it
+    reads the pool, before its workers start."""
+    config = _config("verl_ext_colocate_async", 3, warmup, "bots")
+    need = prompts_in_flight(config)
+    assert need == BATCH + int(warmup * BATCH)  # gen_batch_size 1: no rounding of the window
+    duration, p = _world()
+    Run(ours.DataSelectionColocateAsync, config, monkeypatch, duration[:need], p[:need]).train(range(1, 9))
+    with pytest.raises(ValueError, match="in flight"):  # what the check saves a user from
+        Run(ours.DataSelectionColocateAsync, config, monkeypatch, duration[:need - 1], p[:need - 1]).train(range(1, 9))
+    check_pool_size(config, need)
+    assert prompts_in_flight(_config("verl_ext", 1, warmup, "bots")) == 0
+
+    class Pool:  # what verl's _init_dataloader leaves: the training rows' extra_info
+        dataframe = {"extra_info": [{"index": i} for i in range(need - 1)]}
+
+    monkeypatch.setattr(verl_base.PPOTrainer, "_init_dataloader", lambda self: setattr(self, "train_dataset", Pool))
+    trainer = object.__new__(ours.DataSelectionColocateAsync)
+    trainer.config = config
+    with pytest.raises(ValueError, match=rf"the training pool has {need - 1} tasks, .* up to {need} prompts in flight"):
+        trainer._init_dataloader()
 
 
 def test_the_ledger_refuses_a_prompt_submitted_twice_or_resolved_unknown_and_round_trips():

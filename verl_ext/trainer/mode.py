@@ -96,7 +96,7 @@ from verl_ext.trainer.measurement import measurement_metrics, measurement_rollou
 from verl_ext.trainer.replay import (
     ReplayStore, Replayed, recompute_replayed, remeasures_entropy, sync_replay, zero_trainer_fields,
 )
-from verl_ext.trainer.startup_checks import ASYNC_MODES, TRAINER_MODE, check_supported
+from verl_ext.trainer.startup_checks import ASYNC_MODES, TRAINER_MODE, check_pool_size, check_supported
 from verl_ext.trainer.step_metrics import selection_metrics
 from verl_ext.trainer.tq_rows import as_list, rollout_rewards, token_mean
 
@@ -204,6 +204,7 @@ class DataSelectionMixin:
     def _init_dataloader(self):
         super()._init_dataloader()
         self.task_pool = task_pool(list(self.train_dataset.dataframe["extra_info"]))
+        check_pool_size(self.config, len(self.task_pool))
         self.axes = build_axes(self.config, self.task_pool)
         self.rollout_budget = rollout_budget(self.config)
         column = self.config.data_selection.get("difficulty_column")

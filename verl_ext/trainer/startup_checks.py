@@ -10,12 +10,15 @@
   :func:`check_ray_cpus`.
 * :func:`check_ray_cpus` - the Ray nodes' free logical CPUs hold verl's placement groups (else verl waits forever).
 * :func:`check_validation_files` - local validation parquet files exist and have the columns verl reads.
+* :func:`check_pool_size` - in the asynchronous modes, the training pool holds the prompts kept in flight (run by the
+  trainer once it has read the pool, before its workers start).
 
 A recipe's keys are checked before any of these, without importing verl (:mod:`verl_ext.launch.recipe_keys`).
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterable, Mapping
 
@@ -118,6 +121,34 @@ def attention_problems(config) -> list[str]:
                  int((section.get("fsdp_config") or {}).get("ulysses_sequence_parallel_size") or 1))
         problems += [f"actor_rollout_ref.{role}: {p}" for p in config_problems(backend, ulysses_sequence_parallel_size=sp)]
     return problems
+
+
+def prompts_in_flight(config) -> int:
+    """The most prompts an asynchronous mode keeps in flight: verl's warm-up window
+    (``trainer.v1.<mode>.num_warmup_batches`` x ``data.train_batch_size``, floored to whole ``data.gen_batch_size``
+    chunks, TB:636-638), plus the step's batch that ``prepare_step`` submits before it samples (TB:1525); a refill
+    replaces groups already gone. 0 in the synchronous mode."""
+    mode = verl_mode(config.trainer.v1.trainer_mode)
+    if mode == "sync":
+        return 0
+    batch = int(config.data.train_batch_size)
+    chunk = int(config.data.get("gen_batch_size") or batch)
+    warmup = float((config.trainer.v1.get(mode) or {}).get("num_warmup_batches", 0) or 0)
+    return batch + max(0, math.floor(warmup * batch / chunk)) * chunk
+
+
+def check_pool_size(config, tasks: int) -> None:
+    """In the asynchronous modes the selector never chooses a task still in flight, so the pool must hold
+    :func:`prompts_in_flight` tasks; with fewer, the first step would find too few to choose from. Run when the
+    trainer has read the pool, before the workers start."""
+    need = prompts_in_flight(config)
+    if tasks < need:
+        mode = verl_mode(config.trainer.v1.trainer_mode)
+        raise ValueError(
+            f"the training pool has {tasks} tasks, but trainer.v1.trainer_mode={config.trainer.v1.trainer_mode} keeps "
+            f"up to {need} prompts in flight (data.train_batch_size={config.data.train_batch_size} plus the warm-up "
+            f"window of trainer.v1.{mode}.num_warmup_batches={config.trainer.v1[mode].num_warmup_batches} batches) "
+            "and never chooses a task twice at once: use more tasks, a smaller batch or fewer warm-up batches")
 
 
 # ------------------------------------------------------------------ Ray resources
