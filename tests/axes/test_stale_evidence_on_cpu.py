@@ -214,3 +214,55 @@ def _non_replaying():
     from verl_ext.axes import build_filter
 
     return build_filter({"name": "drop_degenerate"}, 0)
+
+
+AGE_READERS = {"cbs", "cbs_star"}  # their age feature is the rows' steps since generation
+AGE_BLIND = [n for a, n in COMPONENTS if a == "rollout_filter" and n not in AGE_READERS]
+
+
+def _filter_steps(f, steps: range, lag_of, seed: int = 3) -> list:
+    """Each step's kept positions and replayed ids, on views of 2 groups of 4 (informative rewards) whose lags ``lag_of(step)`` gives."""
+    rng, out = np.random.default_rng(seed), []
+    for step in steps:
+        view = dataclasses.replace(_step_view(step, rng), lag=lag_of(step))
+        kept = np.asarray(f.filter_step(step, view), dtype=np.int64)
+        trained = np.concatenate([view.rollout_id[kept], f.replay()])
+        f.observe_update(step, trained, rng.random(len(trained)), rng.random(len(trained)))
+        out.append((kept.tolist(), f.replay().tolist()))
+    return out
+
+
+@pytest.mark.parametrize("name", AGE_BLIND)
+def test_filters_that_decide_on_a_groups_own_rewards_decide_the_same_on_a_lagged_group(name, pool):
+    """Their rule ("not read" / "decides on each group's own rewards, whatever their age"): the same rollouts at
+    lag 0 and at lags up to 3 are kept, replayed and stored alike."""
+    runs = []
+    for lag_of in (lambda step: None, lambda step: np.minimum(np.arange(8) % 4, step - 1)):
+        f = _build("rollout_filter", name, pool)
+        runs.append((_filter_steps(f, range(1, 6), lag_of), f.state_dict()))
+    assert runs[0][0] == runs[1][0] and _equal(runs[0][1], runs[1][1])
+
+
+def test_cbs_age_is_steps_since_generation():
+    """A row that enters CBS's buffer with lag 2 has age 2 there, 3 a step later; CBS* scores this step's rows with
+    their lags as age; a lag that reaches back before the run is refused."""
+    from verl_ext.axes import build_filter
+    from verl_ext.axes.cbs import FEATURES
+
+    age = FEATURES.index("age")
+    lags = np.array([2, 2, 2, 2, 0, 0, 0, 0])
+    f = build_filter({"name": "cbs", "buffer_size": 24, "batch_size": 8, "warmup": 0}, 0)
+    _filter_steps(f, range(5, 7), lambda step: lags if step == 5 else None)
+    first = f.born[np.isin(f.ids, _step_view(5, np.random.default_rng(0)).rollout_id)]
+    assert first.tolist() == [3] * 4 + [5] * 4  # generated at step 5 - lag
+    assert f.features[:8, age].tolist() == [3.0] * 4 + [1.0] * 4  # refreshed at step 6
+
+    star = build_filter({"name": "cbs_star", "keep_fraction": 0.5, "warmup": 0}, 0)
+    seen = []
+    score = star.scheduler.select
+    star.scheduler.select = lambda step, features, *a: (seen.append(features[:, age].tolist()), score(
+        step, features, *a))[1]
+    _filter_steps(star, range(5, 6), lambda step: lags)
+    assert seen == [lags.astype(float).tolist()]
+    with pytest.raises(ValueError, match=r"step 3: RolloutView.lag must hold one lag in \[0, step\)"):
+        _filter_steps(build_filter({"name": "cbs", "warmup": 0}, 0), range(3, 4), lambda step: np.full(8, 3))

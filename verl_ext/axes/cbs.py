@@ -2,9 +2,11 @@
 :mod:`verl_ext.axes.cbs_scheduler`.
 
 * ``cbs_star``: the candidates are this step's rollouts (pooled over groups), ``K = keep_fraction`` of them;
-  usage, age and clip fraction are 0 and the entropy feature is the old-log-prob pass's.
+  usage and clip fraction are 0, age is the rollout's lag (steps since generation: 0 in synchronous training) and
+  the entropy feature is the old-log-prob pass's.
 * ``cbs``: a FIFO buffer of the latest ``buffer_size`` rollouts (this step's included) with each one's
-  features at generation, its entropy and clip fraction at last use, usage count and age; ``K = batch_size``
+  features at generation, its entropy and clip fraction at last use, usage count and age (steps since generation:
+  its lag when it entered, :attr:`RolloutView.lag`, plus the steps since); ``K = batch_size``
   (default: as many as the step generated) are chosen from it. Chosen rollouts of earlier steps are
   replayed (:meth:`RolloutFilter.replay`), the trainer holding their tensors for every id in :meth:`stored`;
   their entropy at that use is the replaying policy's (CBS Table 1 note 2: the trainer re-measures it,
@@ -85,6 +87,18 @@ class CbsFilterConfig(CbsSchedulerConfig):
         return CbsSchedulerConfig(**{f.name: getattr(self, f.name) for f in fields(CbsSchedulerConfig)})
 
 
+def _lag(name: str, step: int, rollouts: RolloutView) -> np.ndarray:
+    """int64 [R]: each rollout's lag (:attr:`RolloutView.lag`; 0 when the trainer reports none), refused when
+    negative or reaching back before step 0."""
+    if rollouts.lag is None:
+        return np.zeros(len(rollouts), dtype=np.int64)
+    lag = np.asarray(rollouts.lag, dtype=np.int64)
+    if len(lag) != len(rollouts) or np.any(lag < 0) or np.any(lag >= max(step, 1)):
+        raise ValueError(f"rollout_filter={name}: step {step}: RolloutView.lag must hold one lag in [0, step) per "
+                         f"rollout, got {lag[:5].tolist()} for {len(rollouts)} rollouts")
+    return lag
+
+
 def _begin_round(name: str, scheduler: CbsScheduler, step: int, rollouts: RolloutView) -> None:
     """The round's V and E: mean reward and mean token entropy of all the step's rollouts (before prefilters)."""
     if rollouts.entropy is None:
@@ -96,8 +110,9 @@ def _begin_round(name: str, scheduler: CbsScheduler, step: int, rollouts: Rollou
 
 class CbsStarFilter(RolloutFilter):
     needs_entropy = True
-    stale_evidence = ("not read: scores the rows trained at a step by features the trainer measures under the policy "
-                      "that trains them (entropy, advantage); its bandit learns from that update")
+    stale_evidence = ("scores the rows trained at a step by features the trainer measures under the policy that trains "
+                      "them (entropy, advantage) and by their age, the steps since generation (their lag) "
+                      "[decision: the paper is synchronous, where age is 0]; its bandit learns from that update")
 
     def __init__(self, config: CbsStarFilterConfig, seed: int):
         super().__init__(config, seed)
@@ -107,7 +122,7 @@ class CbsStarFilter(RolloutFilter):
         _begin_round(self.config.name, self.scheduler, step, rollouts)
 
     def select(self, step: int, rollouts: RolloutView) -> np.ndarray:
-        features = rollout_features(rollouts)
+        features = rollout_features(rollouts, age=_lag(self.config.name, step, rollouts))
         # at least one, none when a prefilter kept none (the scheduler then skips the round)
         k = min(len(rollouts), max(1, int(round(self.config.keep_fraction * len(rollouts)))))
         # all candidates are of this round: "newest first" is their order in the step
@@ -130,16 +145,16 @@ class CbsFilter(RolloutFilter):
     replays = True
     needs_clip_fraction = True
     needs_entropy = True  # Table 1 note 2: the entropy at a rollout's latest round of use
-    stale_evidence = ("scores rows by features the trainer measures under the policy that would train them; a stored "
-                      "row expires from the buffer once replaying it would exceed the trainer's off-policy threshold "
-                      "[decision: the paper's buffer is synchronous; its age feature still counts steps since "
-                      "generation]")
+    stale_evidence = ("scores rows by features the trainer measures under the policy that would train them, and by "
+                      "their age, the steps since generation (a row's lag when it enters the buffer, then one per "
+                      "step); a stored row expires from the buffer once replaying it would exceed the trainer's "
+                      "off-policy threshold [decision: the paper's buffer is synchronous]")
 
     def __init__(self, config: CbsFilterConfig, seed: int):
         super().__init__(config, seed)
         self.scheduler = CbsScheduler(config.scheduler(), seed)
         self.ids = np.zeros(0, dtype=np.int64)  # oldest first
-        self.born = np.zeros(0, dtype=np.int64)  # the step that generated each
+        self.born = np.zeros(0, dtype=np.int64)  # the step that generated each (its entry step minus its lag)
         self.features = np.zeros((0, len(FEATURES)))  # age column refreshed at selection
         self._replay = np.zeros(0, dtype=np.int64)
         self._metrics: dict[str, float] = {}
@@ -149,14 +164,14 @@ class CbsFilter(RolloutFilter):
             raise ValueError("rollout_filter=cbs needs stable rollout ids (RolloutView.rollout_id)")
         keep = slice(max(0, len(self.ids) + len(rollouts) - self.config.buffer_size), None)
         self.ids = np.concatenate([self.ids, rollouts.rollout_id])[keep]
-        self.born = np.concatenate([self.born, np.full(len(rollouts), step, dtype=np.int64)])[keep]
+        self.born = np.concatenate([self.born, step - _lag(self.config.name, step, rollouts)])[keep]
         self.features = np.concatenate([self.features, rollout_features(rollouts)])[keep]
         self.features[:, _COLUMN["age"]] = step - self.born
         n = len(self.ids)
         k = min(n, len(rollouts) if self.config.batch_size is None else self.config.batch_size)
         chosen = self.scheduler.select(step, self.features, np.arange(n)[::-1], k,
                                        self.features[:, _COLUMN["advantage"]])
-        fresh = self.born[chosen] == step
+        fresh = np.isin(self.ids[chosen], rollouts.rollout_id)  # this step's; the others replay
         position = {int(i): p for p, i in enumerate(rollouts.rollout_id)}
         self._replay = self.ids[chosen[~fresh]]
         age = self.features[chosen, _COLUMN["age"]]

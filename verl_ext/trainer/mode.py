@@ -386,7 +386,7 @@ class DataSelectionMixin:
             step.old_log_prob = token_mean(dense["old_log_probs"], mask)
         step.view = RolloutView(index, group.astype(np.int64), reward, advantage, length.numpy().astype(np.int64),
                                 entropy, int(self.config.data.max_response_length),
-                                rollout_ids(self.global_steps, len(step.keys)))
+                                rollout_ids(self.global_steps, len(step.keys)), lag)
         return results
 
     def _learn_and_filter(self, batch: KVBatchMeta, results: StepResults, metrics: dict) -> None:
