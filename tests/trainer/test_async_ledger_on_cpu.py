@@ -132,7 +132,7 @@ class Run:
         # the attributes DataSelectionMixin.__init__ sets before verl's constructor runs
         trainer.config, trainer.global_steps = config, 0
         trainer.ledger, trainer.eviction_bias = ours.InFlightLedger(), ours.EvictionBias()
-        trainer._chosen, trainer._measurement, trainer._step, trainer.timing_raw = 0, None, None, {}
+        trainer._chosen, trainer._measurement, trainer._step, trainer.timing_raw, trainer._refills = 0, None, None, {}, 0
         trainer._restored_tq_prompt_count = 0
         trainer.trainer_mode = config.trainer.v1.trainer_mode
         trainer.task_pool, trainer.axes, trainer.rollout_budget = pool, build_axes(config, pool), rollout_budget(config)
@@ -152,6 +152,7 @@ class Run:
         self.updates: list[tuple[int, list[str], StepResults]] = []  # (step, prompt uids, results) per update
         self.evicted: dict[str, set[str]] = {}
         self.metrics: list[dict] = []  # what _learn_and_filter logged, per step
+        self.refills: list[int] = []  # select calls of each step after its own batch's
         self.replayed: list[tuple[int, list[dict]]] = []  # (step, tags of the stored rows replayed)
         self._watch()
 
@@ -190,8 +191,10 @@ class Run:
                 trainer._add_async_warmup_batches(trainer.config.trainer.v1.colocate_async.num_warmup_batches)
             trainer.timing_raw = {}  # fit(): one per step (TB:471)
             trainer.prepare_step()
+            calls = len(self.chosen)
             size = BATCH if trainer.trainer_mode != "sync" else trainer._chosen
             batch, _ = trainer.replay_buffer.sample(global_steps=step, partition_id="train", batch_size=size)
+            self.refills.append(len(self.chosen) - calls)
             results = trainer._read_rollouts(batch)
             self.metrics.append({})
             trainer._learn_and_filter(batch, results, self.metrics[-1])
@@ -270,6 +273,8 @@ def test_every_prompt_is_chosen_trained_once_within_the_threshold_and_evictions_
     share = {b: bias.evicted["stale"][i] / bias.submitted[i] for i, b in enumerate(BUCKETS)
              if bias.submitted[i]}
     assert share["hard"] > share["easy"]
+    # each step logs the refills it chose (its selection cost is its batch's plus theirs)
+    assert [m["data_selection/async/refills"] for m in run.metrics] == run.refills and max(run.refills) > 0
 
 
 def _in_flight(run: Run) -> set[str]:

@@ -181,6 +181,7 @@ class DataSelectionMixin:
         self.ledger = InFlightLedger()  # every submitted prompt until trained or evicted
         self.eviction_bias = EvictionBias()
         self._chosen = 0  # prompts chosen by the step's own _next_train_batch (a selector may choose fewer)
+        self._refills = 0  # choices of the step beyond its own batch (refills of evicted groups, async modes)
         self._measurement: StepResults | None = None
         self.timing_raw: dict = {}  # verl's fit() makes one per step; the async warm-up chooses prompts before it
         super().__init__(config)
@@ -267,7 +268,13 @@ class DataSelectionMixin:
         self.eviction_bias.on_submit(tasks)
         if step_batch:
             self._chosen, self._measurement = len(tasks), measurement
+        else:
+            self._refills += 1  # the warm-up's calls come before prepare_step resets it
         return batch
+
+    def prepare_step(self):
+        self._refills = 0
+        return super().prepare_step()
 
     def _reissue_inflight_prompts(self, partition_id: str = "train") -> int:
         """On a resume verl restarts the prompts that were generating at the save, tagged with the resumed step
@@ -424,6 +431,7 @@ class DataSelectionMixin:
             metrics.update({ASYNC_PREFIX + "lag_mean": float(lag.mean()), ASYNC_PREFIX + "lag_max": float(lag.max()),
                             ASYNC_PREFIX + "submit_age_mean": float(np.mean(self.global_steps - results.submit_step)),
                             ASYNC_PREFIX + "in_flight": float(len(self.ledger)),
+                            ASYNC_PREFIX + "refills": float(self._refills),
                             **self.eviction_bias.metrics(ASYNC_PREFIX)})
 
     def _canonical_order(self, keys: list[str], responses: torch.Tensor) -> np.ndarray:
