@@ -1,4 +1,4 @@
-"""BOTS + CoBA-RL + ``drop_degenerate`` in verl's two asynchronous trainers, for real (issue 36, item 5), each with two
+"""BOTS + CoBA-RL + ``drop_degenerate`` in verl's two asynchronous trainers, for real, each with two
 warm-up batches generated ahead and stale groups evicted and refilled by verl's async buffer:
 
 * ``colocate_async`` (``trainer.v1.trainer_mode=verl_ext_colocate_async``): the HF rollout backend in the actor
@@ -19,8 +19,9 @@ Asserted for each:
 * ``separate_async``: the weights reached the rollout process every step (``timing_s/update_weights``) through the
   CPU engine the CPU mode chose.
 * the ledger holds at the end: every prompt the run generated was chosen by the selector (the dumps' trained groups
-  plus the evicted ones plus those in flight at the last checkpoint), none of them twice at once, and the in-flight
-  prompts at the save are exactly the checkpoint's ledger.
+  plus the evicted ones plus those in flight at the last checkpoint), none of them twice at once, and the ledger's
+  prompts in flight at the save are exactly the prompts in verl's own TransferQueue checkpoint of that step, with
+  verl's submit steps.
 
 The scenario of ``tests.trainer.scenario`` on 16 tasks (easy always 1, hard 0, coin alternating) with reference
 pass-rate columns."""
@@ -97,6 +98,23 @@ def test_the_ledger_accounts_for_every_prompt_the_run_generated(run_dir):
     assert len(set(np.asarray(ledger["entries"])[:, 0].tolist())) == len(ledger["uid"])  # no task twice in flight
     for dump in dumps.values():
         assert len(dump["tasks"]) == TASKS
+    saved = _saved_queue(run_dir / f"global_step_{STEPS}" / "transfer_queue")
+    prompts = {key: tag for key, tag in saved.items() if tag.get("is_prompt")}
+    assert prompts and set(prompts) == set(ledger["uid"])
+    step_of = dict(zip(ledger["uid"], np.asarray(ledger["entries"])[:, 1].tolist()))
+    assert all(step_of[key] == tag["global_steps"] for key, tag in prompts.items())
+
+
+def _saved_queue(path) -> dict[str, dict]:
+    """verl's TransferQueue checkpoint (``tq.save_checkpoint``, TB:1005) as ``tq.kv_list`` reads the live queue:
+    the train partition's key -> tags (the controller's ``custom_meta``)."""
+    import pickle
+
+    from transfer_queue.interface import _CONTROLLER_FILE
+
+    with open(path / _CONTROLLER_FILE, "rb") as f:
+        part = pickle.load(f)["partitions"]["train"]
+    return {key: part.custom_meta.get(index, {}) for key, index in part.keys_mapping.items()}
 
 
 def test_separate_async_synced_the_weights_every_step_over_the_cpu_engine(run_dir):
