@@ -154,6 +154,7 @@ class Run:
         self.metrics: list[dict] = []  # what _learn_and_filter logged, per step
         self.refills: list[int] = []  # select calls of each step after its own batch's
         self.replayed: list[tuple[int, list[dict]]] = []  # (step, tags of the stored rows replayed)
+        self.view_lags: list[np.ndarray] = []  # the lag the rollout filter's view carries, per step
         self._watch()
 
     def _watch(self):
@@ -199,6 +200,7 @@ class Run:
             self.metrics.append({})
             trainer._learn_and_filter(batch, results, self.metrics[-1])
             self.replayed.append((step, list(trainer._step.replayed.tags)))
+            self.view_lags.append(trainer._step.view.lag)
             self.tq.kv_clear(batch.keys, "train")  # TB:511
             self.world.version = step  # on_step_end: the engine serves the updated weights
 
@@ -264,6 +266,7 @@ def test_every_prompt_is_chosen_trained_once_within_the_threshold_and_evictions_
         assert np.all(step - results.submit_step + 1 <= threshold)
     lags = np.concatenate([r.lag(s) for s, _, r in run.updates])
     assert lags.max() >= 1  # evidence did arrive late: the test saw asynchrony
+    assert np.array_equal(np.concatenate(run.view_lags), lags)  # the rollout filter sees each rollout's lag
     # stale groups were evicted, never reached update, and were replaced by chosen prompts
     assert run.evicted.get("stale")
     assert not run.evicted["stale"] & set(trained)
@@ -284,7 +287,7 @@ def _in_flight(run: Run) -> set[str]:
 
 def _ledger_agrees_with_verls_tags(run: Run) -> None:
     prompts = {uid: tag for uid, (tag, _) in run.tq.parts["train"].items() if tag.get("is_prompt")}
-    assert set(prompts) <= set(run.trainer.ledger.state_dict()["uid"])
+    assert set(prompts) == set(run.trainer.ledger.state_dict()["uid"])  # nothing in flight that verl does not hold
     steps = run.trainer.ledger.peek(list(prompts), run.trainer.global_steps).step.tolist()
     assert steps == [tag["global_steps"] for tag in prompts.values()]
 
@@ -304,13 +307,15 @@ def test_a_resume_restarts_what_was_generating_and_changes_nothing_else(monkeypa
     assert generating  # prompts generating at the save
     resumed = Run(ours.DataSelectionColocateAsync, config, monkeypatch, duration, p)
     resumed.restore(state)
-    assert [uid for uid, *_ in resumed.world.generated[:len(generating)]] == sorted(generating, key=list(
-        state["tq"]["train"]).index)  # re-issued first, in verl's order
-    assert not {t for _, tasks, _ in resumed.chosen for t in tasks} & {t for u, t, _ in first.world.generated
-                                                                      if u in generating}
+    assert [uid for uid, *_ in resumed.world.generated] == sorted(generating, key=list(
+        state["tq"]["train"]).index)  # re-issued, in verl's order
+    assert not resumed.chosen  # the checkpoint's prompts fill the warm-up window: verl tops up nothing
     _ledger_agrees_with_verls_tags(resumed)
     resumed.train(range(5, 9))
     _ledger_agrees_with_verls_tags(resumed)
+    restarted = {t for u, t, _ in first.world.generated if u in generating}
+    assert restarted & set(resumed.chosen[0][2])  # chosen while the restarted groups were in flight ...
+    assert all(not set(tasks) & set(in_flight) for _, tasks, in_flight in resumed.chosen)  # ... never one of them
 
     in_place = Run(ours.DataSelectionColocateAsync, config, monkeypatch, duration, p)
     in_place.train(range(1, 5))
@@ -332,19 +337,27 @@ def test_a_resume_restarts_what_was_generating_and_changes_nothing_else(monkeypa
     assert submitted == set(updates) | evicted | set(resumed.trainer.ledger.state_dict()["uid"])
 
 
-def test_prompts_in_flight_at_a_save_are_reissued_not_chosen_again(monkeypatch):
+def test_a_resume_with_a_larger_warmup_window_tops_it_up_with_chosen_prompts_not_in_flight(monkeypatch):
     duration, p = _world()
-    config = _config("verl_ext_colocate_async", 4, 1, "bots")
-    first = Run(ours.DataSelectionColocateAsync, config, monkeypatch, duration, p)
+    first = Run(ours.DataSelectionColocateAsync, _config("verl_ext_colocate_async", 4, 1, "bots"), monkeypatch,
+                duration, p)
     first.train(range(1, 4))
     state = first.checkpoint()
-    running = {uid for uid, (tag, _) in first.tq.parts["train"].items()
-               if tag.get("is_prompt") and tag["status"] in ("pending", "running")}
-    assert running
-    resumed = Run(ours.DataSelectionColocateAsync, config, monkeypatch, duration, p)
+    running = _in_flight(first)
+    held = [uid for uid, (tag, _) in state["tq"]["train"].items() if tag.get("is_prompt")]
+    assert running and len(held) == BATCH  # the checkpoint holds a one-batch window
+    resumed = Run(ours.DataSelectionColocateAsync, _config("verl_ext_colocate_async", 4, 2, "bots"), monkeypatch,
+                  duration, p)
     resumed.restore(state)
-    assert {uid for uid, *_ in resumed.world.generated} == running and not resumed.chosen  # re-issued, unchosen
-    resumed.train(range(4, 7))
+    reissued = resumed.world.generated[:len(running)]
+    assert {uid for uid, *_ in reissued} == running  # restarted first, then verl fills the two-batch window ...
+    topped_up = [t for _, tasks, _ in resumed.chosen for t in tasks]
+    assert len(topped_up) == 2 * BATCH - len(held) == len(resumed.world.generated) - len(running)
+    # ... with prompts the selector chose, none of a task the checkpoint holds in flight
+    assert not set(topped_up) & {t for u, t, _ in first.world.generated if u in held}
+    assert [t for _, t, _ in resumed.world.generated[len(running):]] == topped_up
+    _ledger_agrees_with_verls_tags(resumed)
+    resumed.train(range(4, 10))  # beyond the threshold of their restart
     trained = {u for _, uids, _ in resumed.updates for u in uids}
     assert running <= trained | resumed.evicted.get("stale", set())
 

@@ -278,8 +278,8 @@ class DataSelectionMixin:
 
     def _reissue_inflight_prompts(self, partition_id: str = "train") -> int:
         """On a resume verl restarts the prompts that were generating at the save, tagged with the resumed step
-        (TB:910-946); the ledger re-stamps them with it (:meth:`InFlightLedger.reissue`), so their lag counts from
-        the restart, as verl's tags and dumps do."""
+        (TB:910-946); the ledger re-stamps them with it (:meth:`InFlightLedger.reissue`), as verl's tags and dumps
+        do, so the threshold counts from the restart (their lag comes from the weights that generate them)."""
         uids = []
         if self.trainer_mode != "sync":  # verl's own choice of what to restart (TB:918-922)
             tags = (tq.kv_list(partition_id) or {}).get(partition_id, {})
