@@ -20,7 +20,7 @@ BENCHMARKS = {"attention": (attention_bench.run, attention_bench.report),  # on 
               "bots": (bots.run, bots.report), "cbs": (cbs.run, cbs.report), "coba": (coba.run, coba.report),
               "progress": (progress.run, progress.report), "generation": (generation.run, generation.report),
               "floor": (floor.run, floor.report),  # a demo step's profile beside plain torch's floor
-              "refill": (refill.run, refill.report)}  # selection per refill of k prompts in async training
+              "refill": (refill.run, refill.report)}  # an async step's selection: its batch plus refills of k
 
 
 def main(argv: list[str] | None = None) -> int:
