@@ -108,9 +108,9 @@ class Dataset:
 
 
 def _config(mode: str, threshold: int, warmup: float, selector: str, strategy: str = "drop",
-            rollout_filter: dict | None = None):
+            rollout_filter: dict | None = None, chunk: int = 1):
     return OmegaConf.create({
-        "data": {"train_batch_size": BATCH, "gen_batch_size": 1, "max_response_length": LENGTH, "seed": 1},
+        "data": {"train_batch_size": BATCH, "gen_batch_size": chunk, "max_response_length": LENGTH, "seed": 1},
         "actor_rollout_ref": {"rollout": {"n": N}},
         "algorithm": {},
         "skip": {"rollout_tq": {"enable": False}},
@@ -393,20 +393,25 @@ def test_replayed_rows_stay_within_the_off_policy_threshold(monkeypatch):
     assert all(12 - tag["min_global_steps"] <= threshold + 1 for tag in stored.tags.values())
 
 
-@pytest.mark.parametrize("warmup", [1, 1.5])
-def test_a_pool_smaller_than_the_prompts_in_flight_is_refused_when_the_trainer_reads_it(monkeypatch, warmup):
+@pytest.mark.parametrize("warmup, chunk, window", [(1, 1, BATCH), (1.5, 1, 6), (1.5, 4, BATCH)])
+def test_a_pool_smaller_than_the_prompts_in_flight_is_refused_when_the_trainer_reads_it(monkeypatch, warmup, chunk,
+                                                                                        window):
     """The selector never chooses a task in flight, so an async run needs the batch plus verl's warm-up window in
-    tasks: with that many it trains, with one fewer it would stop in its first step; the trainer refuses it as it
-    reads the pool, before its workers start."""
-    config = _config("verl_ext_colocate_async", 3, warmup, "bots")
+    tasks (1.5 batches of 4 in chunks of 4 prompts: one chunk): with that many it trains, with one fewer it would
+    stop in its first step; the trainer refuses it as it reads the pool, before its workers start."""
+    config = _config("verl_ext_colocate_async", 3, warmup, "bots", chunk=chunk)
     need = prompts_in_flight(config)
-    assert need == BATCH + int(warmup * BATCH)  # gen_batch_size 1: no rounding of the window
+    assert need == BATCH + window
     duration, p = _world()
     Run(ours.DataSelectionColocateAsync, config, monkeypatch, duration[:need], p[:need]).train(range(1, 9))
     with pytest.raises(ValueError, match="in flight"):  # what the check saves a user from
         Run(ours.DataSelectionColocateAsync, config, monkeypatch, duration[:need - 1], p[:need - 1]).train(range(1, 9))
     check_pool_size(config, need)
     assert prompts_in_flight(_config("verl_ext", 1, warmup, "bots")) == 0
+    bare = _config("verl_ext_colocate_async", 3, warmup, "bots", chunk=chunk)
+    del bare.trainer.v1.colocate_async["num_warmup_batches"]  # verl's default: no warm-up window
+    with pytest.raises(ValueError, match=rf"up to {BATCH} prompts .*num_warmup_batches=0 batches"):
+        check_pool_size(bare, BATCH - 1)
 
     class Pool:  # what verl's _init_dataloader leaves: the training rows' extra_info
         dataframe = {"extra_info": [{"index": i} for i in range(need - 1)]}

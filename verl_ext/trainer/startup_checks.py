@@ -133,8 +133,11 @@ def prompts_in_flight(config) -> int:
         return 0
     batch = int(config.data.train_batch_size)
     chunk = int(config.data.get("gen_batch_size") or batch)
-    warmup = float((config.trainer.v1.get(mode) or {}).get("num_warmup_batches", 0) or 0)
-    return batch + max(0, math.floor(warmup * batch / chunk)) * chunk
+    return batch + max(0, math.floor(_warmup_batches(config, mode) * batch / chunk)) * chunk
+
+
+def _warmup_batches(config, mode: str) -> float:
+    return float((config.trainer.v1.get(mode) or {}).get("num_warmup_batches", 0) or 0)
 
 
 def check_pool_size(config, tasks: int) -> None:
@@ -147,7 +150,7 @@ def check_pool_size(config, tasks: int) -> None:
         raise ValueError(
             f"the training pool has {tasks} tasks, but trainer.v1.trainer_mode={config.trainer.v1.trainer_mode} keeps "
             f"up to {need} prompts in flight (data.train_batch_size={config.data.train_batch_size} plus the warm-up "
-            f"window of trainer.v1.{mode}.num_warmup_batches={config.trainer.v1[mode].num_warmup_batches} batches) "
+            f"window of trainer.v1.{mode}.num_warmup_batches={_warmup_batches(config, mode):g} batches) "
             "and never chooses a task twice at once: use more tasks, a smaller batch or fewer warm-up batches")
 
 
