@@ -33,9 +33,13 @@ ISSUE = re.compile(r"\bissues?\s+#?[0-9]+", re.I)
 
 
 @cache
-def tracked_markdown() -> tuple[Path, ...]:
-    out = subprocess.run(["git", "ls-files", "*.md"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+def tracked(*patterns: str) -> tuple[Path, ...]:
+    out = subprocess.run(["git", "ls-files", *patterns], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     return tuple(ROOT / line for line in out.splitlines() if line and (ROOT / line).is_file())
+
+
+def tracked_markdown() -> tuple[Path, ...]:
+    return tracked("*.md")
 
 
 def prose(text: str) -> str:
@@ -166,7 +170,7 @@ def test_checks_catch_planted_mistakes(tmp_path, monkeypatch):
     assert module_problem("verl_ext.main") is None and module_problem("pytest") is None
     assert MAKE.findall(code_segments("`make demo` and `make no-such-target`")) == ["demo", "no-such-target"]
     assert HASH.findall("at commit 40a858e, in 2026") == ["40a858e"] and HASH.findall("a decade, 1234567") == []
-    assert ISSUE.findall("as issue 35 asked") == ["issue 35"]
+    assert ISSUE.findall("as issue %d asked" % 35) == ["issue %d" % 35]
 
 
 # the READMEs beside the code: a commit hash only as a measurement's provenance, under a "Measurements" heading
@@ -198,6 +202,13 @@ def test_depth_readmes_keep_hashes_in_measurements(name):
 def test_no_issue_numbers(path):
     """A user has no tracker to read an issue number in: a README states the target itself."""
     assert ISSUE.findall(path.read_text()) == []
+
+
+def test_no_issue_numbers_in_code():
+    """Nor in a docstring or a comment (another project's issue is named by its address)."""
+    found = {p.relative_to(ROOT).as_posix(): ISSUE.findall(p.read_text())
+             for p in tracked("*.py", "*.yaml", "*.sh", "Makefile")}
+    assert {p: hits for p, hits in found.items() if hits} == {}
 
 
 def test_hash_check_sees_sections():

@@ -1,6 +1,6 @@
 """DAPO-Math-17k (``BytedTsinghua-SIA/DAPO-Math-17k``).
 
-Published format (checked against verl recipes and DAPO issue #36 / verl issue #3065):
+Published format (checked against verl recipes and github.com/BytedTsinghua-SIA/DAPO/issues/36 and volcengine/verl/issues/3065):
 ``data/dapo-math-17k.parquet`` in verl columns: ``data_source`` = ``math_dapo``, ``prompt`` = one user
 message "Solve the following math problem step by step. The last line ... Answer: $Answer ...
 \\n\\n{problem}\\n\\nRemember to put your answer on its own line after "Answer:".",

@@ -47,7 +47,7 @@ def test_a_lower_and_an_upper_bound_binding_together_still_give_a_distribution_w
     # one pass of the old rule set 0.9 to 0.375 and the rest to 0.125: total 0.75
     got = bound_to_simplex(np.array([0.9, 0.04, 0.03, 0.03]), np.full(4, 0.125), np.full(4, 0.375))
     np.testing.assert_allclose(got, [0.375, 0.25, 0.1875, 0.1875], rtol=1e-12)  # free ones: 6.25 x p
-    # issue 25's case: density_ratio with epsilon 0, tau 0.05 (the old rule summed to 0.9 here)
+    # a reported case: density_ratio with epsilon 0, tau 0.05 (the old rule summed to 0.9 here)
     sel = build_selector({"name": "progress", "prior": "data", "epsilon": 0.0, "temperature": 0.05, "cap": None,
                           "ratio_clip": [0.5, 1.5]}, POOL, 0)
     sel.update(1, results({100: [1, 1, 1, 1], 106: [1, 1, 1, 0.1], 109: [1, 0, 1, 0]}))

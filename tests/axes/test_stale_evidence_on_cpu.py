@@ -1,4 +1,4 @@
-"""What the axes owe asynchronous training (issue 36): every component states how it uses evidence older than the
+"""What the axes owe asynchronous training: every component states how it uses evidence older than the
 policy it trains (``stale_evidence``; unstated ones are refused in verl's async modes), BOTS forgets lagged evidence
 once per policy update of lag, the "counted as fresh" ones ignore age, selectors never choose a task in flight, and
 replaying filters forget the stored rollouts the trainer expires (beyond its off-policy threshold)."""

@@ -1,4 +1,4 @@
-"""Every launcher's composed trainer config, recorded (issue 26: the launch path changes, the configs do not).
+"""Every launcher's composed trainer config, recorded (the launch path may change, the configs do not).
 
 Each entry of :data:`INVOCATIONS` runs a launcher with ``DRY_RUN=1`` (:func:`tests.recipes.recipes.launch`); every
 training command it prints is composed in-process as ``python -m verl_ext.main ARGS --cfg job --resolve`` would

@@ -1,5 +1,5 @@
 """Every paper setting with ``+async=colocate`` and ``+async=separate`` (verl's colocate_async and separate_async with
-the three axes; issue 36): it composes, and the start-up check either accepts it or refuses the one component that has
+the three axes): it composes, and the start-up check either accepts it or refuses the one component that has
 no rule for stale evidence, naming the reason and the nearest setting that works. No training here
 (tests/trainer/test_async_trainer_on_cpu.py)."""
 

@@ -1,4 +1,4 @@
-"""The launchers' composed trainer configs are the recorded ones (tests/fixtures/launch_configs.json, issue 26):
+"""The launchers' composed trainer configs are the recorded ones (tests/fixtures/launch_configs.json):
 a change to the launch path (scripts/, verl_ext.main's composition) that changes what a launcher trains fails here.
 This test recomposes, per method, a paper setting's launcher (bare; on CPU=1 and a cluster), cpu_embedded.sh and
 gpu_smoke.sh with each objective and each choice (:data:`TESTED`, 43 commands); ``python -m

@@ -49,8 +49,8 @@ def test_env_and_overrides_shape():
     argv, full_env = main_ppo_command(["trainer.total_training_steps=1"], base={"PATH": "/bin"})
     assert argv[1:3] == ["-m", "verl.trainer.main_ppo"] and argv[-1] == "trainer.total_training_steps=1"
     assert full_env["PATH"] == "/bin" and full_env["VERL_PLATFORM"] == "cpu"
-    assert full_env["RAY_prestart_worker_first_driver"] == "0"  # no idle workers no actor can use (issue 35)
-    assert full_env["RAY_LD_PRELOAD_ON_WORKERS"] == "1"  # the actor keeps Ray's jemalloc (issue 35)
+    assert full_env["RAY_prestart_worker_first_driver"] == "0"  # no idle workers no actor can use
+    assert full_env["RAY_LD_PRELOAD_ON_WORKERS"] == "1"  # the actor keeps Ray's jemalloc
     assert not any("RAY_prestart" in o for o in argv)
     with pytest.raises(ValueError):
         cpu_overrides(precision="fp16")

@@ -45,7 +45,7 @@ from verl_ext.launch.version_check import check_verl_version
 # +0.075 [+0.005, +0.145] (README "Why the real BOTS leaves its target")
 METHOD = ("selector=bots", "selector.implicit_weight=0.5", "selector.adaptive_implicit_weight=true", "allocator=coba",
           "allocator.min_n=3", "allocator.max_n=8")
-FIXED_RHO = (*METHOD[:2], *METHOD[3:])  # without the adaptive weight: the demo's method before (issue 35)
+FIXED_RHO = (*METHOD[:2], *METHOD[3:])  # without the adaptive weight: the demo's method before it was added
 
 
 @dataclass(frozen=True)

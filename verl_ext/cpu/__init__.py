@@ -75,12 +75,12 @@ What each piece is for (verl 0.9.1 file:line)
   local run starts, which inherits the driver's environment; ``python -m verl_ext.main --cpu``,
   :func:`main_ppo_command` and ``python -m verl_ext.cpu env`` set it): Ray otherwise starts idle Python workers (two
   here, ~0.5 CPU-s each) when the driver connects, outside the job's runtime environment, so none of verl's actors
-  can use them; they only take CPU while the trainer starts (issue 35). And ``RAY_LD_PRELOAD_ON_WORKERS=1``: the
+  can use them; they only take CPU while the trainer starts. And ``RAY_LD_PRELOAD_ON_WORKERS=1``: the
   raylet runs under Ray's own jemalloc (``ray/core/libjemalloc.so``, its ``LD_PRELOAD``) and by default strips it from
   the workers. Kept (measured, cause not proven: verl's update called from a second thread, as Ray runs an async
   actor's methods, took ~40 % longer with glibc's malloc and more system time), ``make bench``'s floor on an idle
   2-core machine gave old log-probs 3.15-3.19 -> 2.63-2.75 s, update 11.1-12.8 -> 8.9-9.4 s (1.28x / 1.44x of their
-  floors; issue 35).
+  floors).
 
 * Shims (monkeypatches, CPU mode only): :mod:`verl_ext.cpu.shims` - the gloo backend string,
   unpinned CPU offload for the reference model, and transformers' ``sdpa`` run per sequence on packed rows.

@@ -11,7 +11,7 @@ the number of ranks. The CPU preset names this balancer (``rollout.router_config
 structural: verl wraps any class the YAML names in ``ray.remote``) without importing verl or torch, and the servers
 whose handles it holds are defined in a module that imports neither (:mod:`verl_ext.cpu.hf_server`; Ray imports an
 actor's class module to deserialize a handle to it), so its Ray process spends ~1 s of CPU instead of ~8 s importing
-them, in every CPU run (issue 35).
+them, in every CPU run.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ is ``min(response_length, prompt_length + response_length - len(prompt))``, the 
 
 This module imports neither verl nor torch (the server loads them when it starts): Ray imports an actor's class
 module wherever it deserializes a handle to it, and the router (:mod:`verl_ext.cpu.hf_router`) holds every server's
-handle, so a heavy module here would cost its process ~8 s of CPU importing verl in every run (issue 35).
+handle, so a heavy module here would cost its process ~8 s of CPU importing verl in every run.
 
 Diagnostics: with ``VERL_LOGGING_LEVEL=INFO`` in the Ray workers' environment the server logs each
 batch (size, tokens, seconds). ``VERL_EXT_HF_ROLLOUT_MAX_BATCH`` (64),

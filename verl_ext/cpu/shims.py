@@ -23,7 +23,7 @@ never uses that module does not pay for importing it, and modules that later bin
    ~24x the work of its ~75-token sequences). Registered under the same name,
    :func:`verl_ext.models.attention.sdpa_per_sequence_forward` runs torch's causal SDPA on each sequence of such a row
    and is transformers' SDPA everywhere else (padded rows, generation), so configs and saved checkpoints keep
-   ``attn_implementation: sdpa``. In ``make bench``'s floor (issue 35): old log-probs 5.41 -> 3.19 s, update
+   ``attn_implementation: sdpa``. In ``make bench``'s floor: old log-probs 5.41 -> 3.19 s, update
    16.6 -> 12.8 s.
 4. ``verl.utils.fsdp_utils.fsdp2_sharded_save_to_cpu`` (``utils/fsdp_utils.py:1167,1180``): ``separate_async`` keeps
    pi_old as ``.detach().cpu()`` of the local shards (``experimental/separation/engine_workers.py:95-99``), a copy on a

@@ -1,4 +1,4 @@
-"""The simulator's asynchronous mode (verl_ext/apps/sim/staleness.py; issue 36): with no queue it is the synchronous
+"""The simulator's asynchronous mode (verl_ext/apps/sim/staleness.py): with no queue it is the synchronous
 loop, record for record; with one, rollouts train later the deeper the queue, verl's eviction drops the slowest
 (hard) groups first, a component with no stale-evidence rule is refused, and the study writes its table and plot."""
 

@@ -1,5 +1,5 @@
 """A demo step against its floor: the same model and token shapes in plain torch on this CPU, beside a profile of a
-real demo run (``python -m verl_ext.apps.bench floor``; issue 35).
+real demo run (``python -m verl_ext.apps.bench floor``).
 
 **Floor** (:func:`measure_floor`): the demo's policy (the warm start of ``make demo``), ``rollouts`` sequences of
 ``prompt`` + ``response`` tokens as one ``[rollouts, prompt + response]`` batch without padding (SDPA, causal), in

@@ -1,4 +1,4 @@
-"""The simulator's asynchronous mode (issue 36): verl's ``colocate_async`` / ``separate_async`` as a queue of
+"""The simulator's asynchronous mode: verl's ``colocate_async`` / ``separate_async`` as a queue of
 generations, to predict what staleness costs each method. A model's prediction, not a measurement.
 
 Time runs on a clock whose unit is one actor update. Each step submits a batch (the first also ``depth`` batches
