@@ -11,6 +11,7 @@ left out, as verl's ``fit`` would call them between the sample and the next step
 from __future__ import annotations
 
 import copy
+import time
 
 import numpy as np
 import pytest
@@ -155,6 +156,9 @@ class Run:
         self.refills: list[int] = []  # select calls of each step after its own batch's
         self.replayed: list[tuple[int, list[dict]]] = []  # (step, tags of the stored rows replayed)
         self.view_lags: list[np.ndarray] = []  # the lag the rollout filter's view carries, per step
+        self.select_pause = 0.0  # seconds each select call takes on top of its own work
+        self.select_s: list[float] = []  # each select call's duration, as its caller saw it
+        self.timed: list[tuple[float, float]] = []  # (the step's select calls, verl's timing_raw["selector"]) per step
         self._watch()
 
     def _watch(self):
@@ -162,7 +166,10 @@ class Run:
         select, update, evict, allocate = selector.select, selector.update, trainer._on_evicted, allocator.allocate
 
         def watched_select(step, size, exclude=None):
+            t0 = time.perf_counter()
             tasks = select(step, size, exclude=exclude)
+            time.sleep(self.select_pause)
+            self.select_s.append(time.perf_counter() - t0)
             self.chosen.append((step, np.asarray(tasks).tolist(), trainer.ledger.tasks().tolist()))
             return tasks
 
@@ -190,7 +197,8 @@ class Run:
             if step == 1 and trainer.trainer_mode != "sync":  # fit(): before its loop (TB:447-465)
                 trainer._reissue_inflight_prompts()
                 trainer._add_async_warmup_batches(trainer.config.trainer.v1.colocate_async.num_warmup_batches)
-            trainer.timing_raw = {}  # fit(): one per step (TB:471)
+            trainer.timing_raw = {}  # fit(): one per step (TB:470)
+            start = len(self.select_s)
             trainer.prepare_step()
             calls = len(self.chosen)
             size = BATCH if trainer.trainer_mode != "sync" else trainer._chosen
@@ -201,6 +209,7 @@ class Run:
             trainer._learn_and_filter(batch, results, self.metrics[-1])
             self.replayed.append((step, list(trainer._step.replayed.tags)))
             self.view_lags.append(trainer._step.view.lag)
+            self.timed.append((sum(self.select_s[start:]), trainer.timing_raw["selector"]))
             self.tq.kv_clear(batch.keys, "train")  # TB:511
             self.world.version = step  # on_step_end: the engine serves the updated weights
 
@@ -248,6 +257,7 @@ def test_every_prompt_is_chosen_trained_once_within_the_threshold_and_evictions_
     threshold = 2
     run = Run(ours.DataSelectionColocateAsync, _config("verl_ext_colocate_async", threshold, 1, "bots"), monkeypatch,
               duration, p)
+    run.select_pause = 0.005  # a choice takes as long as 5 ms: each of a step's choices shows in its timing
     run.train(range(1, 13))
     generated = run.world.generated
     # every prompt verl generated was chosen by the selector, in its order, with the allocator's rollouts for it
@@ -278,6 +288,8 @@ def test_every_prompt_is_chosen_trained_once_within_the_threshold_and_evictions_
     assert share["hard"] > share["easy"]
     # each step logs the refills it chose (its selection cost is its batch's plus theirs)
     assert [m["data_selection/async/refills"] for m in run.metrics] == run.refills and max(run.refills) > 0
+    # ... and verl's timing_s/selector holds all of them: its own batch's choice, its refills' and the update
+    assert all(calls <= timed for calls, timed in run.timed)
 
 
 def _in_flight(run: Run) -> set[str]:
