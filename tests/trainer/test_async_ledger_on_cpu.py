@@ -109,7 +109,7 @@ class Dataset:
 
 
 def _config(mode: str, threshold: int, warmup: float, selector: str, strategy: str = "drop",
-            rollout_filter: dict | None = None, chunk: int = 1):
+            rollout_filter: dict | None = None, chunk: int = 1, sync: int = 1):
     return OmegaConf.create({
         "data": {"train_batch_size": BATCH, "gen_batch_size": chunk, "max_response_length": LENGTH, "seed": 1},
         "actor_rollout_ref": {"rollout": {"n": N}},
@@ -117,7 +117,8 @@ def _config(mode: str, threshold: int, warmup: float, selector: str, strategy: s
         "skip": {"rollout_tq": {"enable": False}},
         "trainer": {"v1": {"trainer_mode": mode, "sampler": {"max_off_policy_threshold": threshold,
                                                              "max_off_policy_strategy": strategy, "sampler_kwargs": {}},
-                           "colocate_async": {"num_warmup_batches": warmup}, "sync": {}}},
+                           "colocate_async": {"num_warmup_batches": warmup},
+                           "separate_async": {"num_warmup_batches": warmup, "parameter_sync_step": sync}, "sync": {}}},
         "selector": {"name": selector}, "allocator": {"name": "coba"},
         "rollout_filter": rollout_filter or {"name": "drop_degenerate"},
         "data_selection": {"rollout_budget": BATCH * N, "prefilters": [], "sample_poll_interval": 0.2},
@@ -135,6 +136,7 @@ class Run:
         trainer.ledger, trainer.eviction_bias = ours.InFlightLedger(), ours.EvictionBias()
         trainer._chosen, trainer._measurement, trainer._step, trainer.timing_raw, trainer._refills = 0, None, None, {}, 0
         trainer._restored_tq_prompt_count = 0
+        trainer.current_mode = None  # separate_async: not lending the trainer's GPUs to generation
         trainer.trainer_mode = config.trainer.v1.trainer_mode
         trainer.task_pool, trainer.axes, trainer.rollout_budget = pool, build_axes(config, pool), rollout_budget(config)
         trainer.train_dataset = Dataset()
@@ -174,7 +176,7 @@ class Run:
             return tasks
 
         def watched_update(step, results):
-            self.updates.append((step, list(trainer._step.uids), results))
+            self.updates.append((step, [u for s in trainer._sync for u in s.uids], results))
             return update(step, results)
 
         def watched_evict(reasons):
@@ -196,21 +198,25 @@ class Run:
             trainer.global_steps = step
             if step == 1 and trainer.trainer_mode != "sync":  # fit(): before its loop (TB:447-465)
                 trainer._reissue_inflight_prompts()
-                trainer._add_async_warmup_batches(trainer.config.trainer.v1.colocate_async.num_warmup_batches)
+                trainer._add_async_warmup_batches(trainer.config.trainer.v1[trainer.trainer_mode].num_warmup_batches)
             trainer.timing_raw = {}  # fit(): one per step (TB:470)
             start = len(self.select_s)
             trainer.prepare_step()
             calls = len(self.chosen)
             size = BATCH if trainer.trainer_mode != "sync" else trainer._chosen
-            batch, _ = trainer.replay_buffer.sample(global_steps=step, partition_id="train", batch_size=size)
-            self.refills.append(len(self.chosen) - calls)
-            results = trainer._read_rollouts(batch)
             self.metrics.append({})
-            trainer._learn_and_filter(batch, results, self.metrics[-1])
-            self.replayed.append((step, list(trainer._step.replayed.tags)))
-            self.view_lags.append(trainer._step.view.lag)
+            for _ in range(trainer.parameter_sync_step):  # verl's local updates of one weight sync (TB:549-556)
+                batch, _ = trainer.replay_buffer.sample(global_steps=step, partition_id="train",
+                                                        batch_size=size // trainer.parameter_sync_step)
+                results = trainer._read_rollouts(batch)
+                local: dict = {}
+                trainer._learn_and_filter(batch, results, local)
+                self.metrics[-1].update(local)  # a step's metrics are its last update's (verl averages the others)
+                self.replayed.append((step, list(trainer._step.replayed.tags)))
+                self.view_lags.append(trainer._step.view.lag)
+                self.tq.kv_clear(batch.keys, "train")  # TB:511
+            self.refills.append(len(self.chosen) - calls)
             self.timed.append((sum(self.select_s[start:]), trainer.timing_raw["selector"]))
-            self.tq.kv_clear(batch.keys, "train")  # TB:511
             self.world.version = step  # on_step_end: the engine serves the updated weights
 
     def checkpoint(self) -> dict:
@@ -242,7 +248,7 @@ class Run:
         t._restored_tq_prompt_count = sum(1 for tag, _ in self.tq.parts.get("train", {}).values()
                                           if tag.get("is_prompt"))  # TB:908
         t._reissue_inflight_prompts()  # TB:456
-        t._add_async_warmup_batches(t.config.trainer.v1.colocate_async.num_warmup_batches)  # on_train_begin, TB:465
+        t._add_async_warmup_batches(t.config.trainer.v1[t.trainer_mode].num_warmup_batches)  # on_train_begin, TB:465
 
 
 def _world(seed: int = 0):
@@ -457,3 +463,52 @@ def test_the_ledger_refuses_a_prompt_submitted_twice_or_resolved_unknown_and_rou
     with pytest.raises(KeyError, match="no longer in flight"):
         ledger.resolve(["a"], step=3)
     assert copy_.tasks().tolist() == [3, 5] and copy_.submission_rank(["c", "zz"]) == [2, -1]
+
+
+def test_with_two_updates_a_weight_sync_the_filter_decides_each_and_selector_and_allocator_learn_once_from_both(
+        monkeypatch):
+    """verl's fully-async shape (``separate_async``, ``parameter_sync_step`` 2): each step samples and updates the actor
+    twice on half its batch with one ``global_steps``. The rollout filter decides at each update, on that update's
+    rollouts, with ids unique in the step; selector and allocator learn once a step, at its last update, from the
+    groups of both, as they chose once a step; the step's metrics and record hold both. A resume changes nothing
+    else either way."""
+    duration, p = _world()
+    config = _config("verl_ext_separate_async", 3, 1, "bots", sync=2)
+    run = Run(ours.DataSelectionSeparateAsync, config, monkeypatch, duration, p)
+    decided, filter_step = [], run.trainer.axes.rollout_filter.filter_step
+
+    def watched(step, view):
+        decided.append((step, sorted(set(view.group.tolist())), view.rollout_id))
+        return filter_step(step, view)
+
+    run.trainer.axes.rollout_filter.filter_step = watched
+    run.train(range(1, 9))
+    assert [s for s, *_ in decided] == [s for s in range(1, 9) for _ in range(2)]
+    assert all(len(groups) == BATCH // 2 for _, groups, _ in decided)  # each update: half the batch's groups
+    for s in range(1, 9):
+        ids = np.concatenate([i for t, _, i in decided if t == s])
+        assert len(np.unique(ids)) == len(ids)
+    assert [s for s, *_ in run.updates] == list(range(1, 9))  # once a step ...
+    task_of = {uid: t for uid, t, _ in run.world.generated}
+    allocated = {uid: n for (uid, *_), n in zip(run.world.generated, (n for c in run.allocated for n in c))}
+    for (s, uids, results), first, second in zip(run.updates, decided[::2], decided[1::2]):
+        assert len(uids) == len(set(uids)) == BATCH  # ... from the groups of both updates
+        assert sorted(results.task_index.tolist()) == sorted(task_of[u] for u in uids for _ in range(allocated[u]))
+        assert len(results.task_index) == len(first[2]) + len(second[2])
+    record = ours.merged_sync(run.trainer._sync)  # the last step's record (the dump's top level)
+    assert len(record.tasks) == BATCH and record.view.group.max() + 1 == BATCH
+    assert record.kept.max() < len(record.view) and len(record.kept) == len(set(record.kept.tolist()))
+    assert [m["data_selection/async/refills"] for m in run.metrics] == run.refills
+
+    first = Run(ours.DataSelectionSeparateAsync, config, monkeypatch, duration, p)
+    first.train(range(1, 5))
+    state = first.checkpoint()
+    resumed = Run(ours.DataSelectionSeparateAsync, config, monkeypatch, duration, p)
+    resumed.restore(state)
+    resumed.train(range(5, 9))
+    in_place = Run(ours.DataSelectionSeparateAsync, config, monkeypatch, duration, p)
+    in_place.train(range(1, 5))
+    in_place.restart()
+    in_place.train(range(5, 9))
+    assert [(s, t) for s, t, _ in resumed.chosen] == [(s, t) for s, t, _ in in_place.chosen if s >= 5]
+    assert [r.reward.tolist() for *_, r in resumed.updates] == [r.reward.tolist() for *_, r in in_place.updates[4:]]

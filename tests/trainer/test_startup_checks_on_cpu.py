@@ -51,10 +51,16 @@ def test_async_modes_run_components_with_a_stale_evidence_rule_and_name_the_near
         assert named in str(err.value)
 
 
-def test_separate_async_needs_one_mini_batch_a_step_and_async_separate_sets_it():
+def test_separate_async_trains_parameter_sync_step_mini_batches_a_step_and_async_separate_sets_one():
     check_supported(compose_recipe(*CPU_RECIPE, "+async=separate"))
-    with pytest.raises(ValueError, match=r"ppo_mini_batch_size=2 != data.train_batch_size=4 in separate_async"):
+    check_supported(compose_recipe(*CPU_RECIPE, "+async=separate", "trainer.v1.separate_async.parameter_sync_step=2",
+                                   "actor_rollout_ref.actor.ppo_mini_batch_size=2"))  # verl's fully-async shape
+    with pytest.raises(ValueError, match=r"data.train_batch_size=4 != trainer.v1.separate_async.parameter_sync_step=1 "
+                                         r"x actor_rollout_ref.actor.ppo_mini_batch_size=2"):
         check_supported(compose_recipe(*CPU_RECIPE, "+async=separate", "actor_rollout_ref.actor.ppo_mini_batch_size=2"))
+    with pytest.raises(ValueError, match=r"parameter_sync_step=2 \(several actor updates per weight sync: "
+                                         r"separate_async only"):
+        check_supported(compose_recipe(*CPU_RECIPE, "+async=colocate", "++trainer.v1.colocate_async.parameter_sync_step=2"))
 
 
 def test_sequence_parallelism_is_accepted_with_flash_attention_only():

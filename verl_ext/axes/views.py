@@ -145,9 +145,10 @@ class TaskStats:
 ROLLOUT_ID_STRIDE = 1 << 32
 
 
-def rollout_ids(step: int, count: int) -> np.ndarray:
-    """Stable ids of a step's ``count`` rollouts: ``step * 2**32 + position`` (the same on a resumed run)."""
-    return np.int64(step) * ROLLOUT_ID_STRIDE + np.arange(count, dtype=np.int64)
+def rollout_ids(step: int, count: int, start: int = 0) -> np.ndarray:
+    """Stable ids of a step's ``count`` rollouts: ``step * 2**32 + position`` (the same on a resumed run); ``start``:
+    the step's rollouts numbered before these (earlier local updates of one weight sync)."""
+    return np.int64(step) * ROLLOUT_ID_STRIDE + start + np.arange(count, dtype=np.int64)
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,7 @@ leaves the ledger as no observation (``_on_evicted``), its share per task diffic
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import uuid
@@ -125,6 +126,7 @@ class _Step:
     plan: MiniBatchPlan | None = None  # of the actor update
     update_rows: int = 0  # rows the actor loss saw (padding included, summed over ppo_epochs)
     update: dict = field(default_factory=dict)  # per row the loss saw: position (-1: padding), divisor, tokens, ...
+    results: StepResults | None = None  # what the selector and the allocator learn from
 
     @property
     def row_keys(self) -> list[str]:
@@ -139,6 +141,66 @@ class _Step:
     @property
     def row_lengths(self) -> np.ndarray:
         return np.concatenate([self.view.response_length, self.replayed.lengths])
+
+
+def _joined(parts: list, **fixed):
+    """Dataclass instances of one class, their array fields joined (None where any part has None); ``fixed``: the
+    fields taken as given."""
+    cls = type(parts[0])
+    return cls(**{f.name: fixed[f.name] if f.name in fixed else None if any(getattr(p, f.name) is None for p in parts)
+                  else np.concatenate([getattr(p, f.name) for p in parts]) for f in dataclasses.fields(cls)})
+
+
+def merged_sync(steps: list[_Step]) -> _Step:
+    """The local updates of one weight sync (``parameter_sync_step`` > 1: verl samples and updates the actor that many
+    times per step, TB:549-556) as one step: groups and rollouts in update order, group ids and kept positions
+    offset by the updates before. The actor-side records (plan, per-row update) stay per update."""
+    if len(steps) == 1:
+        return steps[0]
+    views = [s.view for s in steps]
+    rollouts = np.cumsum([0] + [len(v) for v in views])[:-1]
+    groups = np.cumsum([0] + [int(v.group.max()) + 1 if len(v) else 0 for v in views])[:-1]
+    view = _joined(views, max_response_length=views[0].max_response_length,
+                   group=np.concatenate([v.group + g for v, g in zip(views, groups)]))
+    cat = lambda name: None if any(getattr(s, name) is None for s in steps) else np.concatenate(  # noqa: E731
+        [getattr(s, name) for s in steps])
+    return _Step(cat("tasks"), cat("counts"), [u for s in steps for u in s.uids], cat("submit_step"),
+                 keys=[k for s in steps for k in s.keys], view=view, old_log_prob=cat("old_log_prob"),
+                 format_valid=cat("format_valid"),
+                 kept=np.concatenate([s.kept + r for s, r in zip(steps, rollouts)]).astype(np.int64),
+                 replayed=_joined([s.replayed for s in steps], keys=[k for s in steps for k in s.replayed.keys],
+                                  tags=[t for s in steps for t in s.replayed.tags]),
+                 results=_joined([s.results for s in steps]))
+
+
+_PER_UPDATE = ("kept", "replayed", "actor_mini_batches", "actor_update_rows", "actor_update", "clipfrac", "entropy")
+
+
+def _dump(step: _Step) -> dict:
+    """The per-step record (``data_selection.dump_steps``, read by :func:`verl_ext.trainer.records.read_dumps`)."""
+    v = step.view
+    return {
+        "tasks": step.tasks.tolist(), "counts": step.counts.tolist(), "submit_step": step.submit_step.tolist(),
+        "rollout_task": v.task_index.tolist(), "rollout_group": v.group.tolist(),
+        "rollout_reward": v.reward.tolist(), "rollout_advantage": v.advantage.tolist(),
+        "rollout_format_valid": None if step.format_valid is None else step.format_valid.tolist(),
+        "rollout_length": v.response_length.tolist(),
+        "rollout_entropy": None if v.entropy is None else v.entropy.tolist(),
+        "rollout_id": v.rollout_id.tolist(),
+        "rollout_old_log_prob": None if step.old_log_prob is None else step.old_log_prob.tolist(),
+        "max_response_length": v.max_response_length,
+        "kept": step.kept.tolist(),
+        "replayed": step.replayed.ids.tolist(),  # rollout ids; row position len(rollout_task) + j
+        "measurement": None if step.measurement is None else {  # scored before selecting, never trained on
+            "rollout_task": step.measurement.task_index.tolist(),
+            "rollout_reward": step.measurement.reward.tolist()},
+        "actor_mini_batches": None if step.plan is None else {
+            "rows": step.plan.rows, "num": step.plan.num_mini_batches, "size": step.plan.mini_batch_size},
+        "actor_update_rows": step.update_rows,
+        "actor_update": step.update,
+        "clipfrac": None if step.clipfrac is None else step.clipfrac.tolist(),
+        "entropy": None if step.entropy is None else step.entropy.tolist(),
+    }
 
 
 def _format_flags(extra_fields, order: np.ndarray) -> np.ndarray | None:
@@ -186,6 +248,8 @@ class DataSelectionMixin:
         self.timing_raw: dict = {}  # verl's fit() makes one per step; the async warm-up chooses prompts before it
         super().__init__(config)
         self._step: _Step | None = None
+        self._sync: list[_Step] = []  # the step's local updates so far (parameter_sync_step of them, TB:549)
+        self._expired = 0  # stored rollouts expired in them
         self._plan: MiniBatchPlan | None = None
         self._dp_size = 1
         self._micro = fixed_micro_batch_size(config, self.use_reference_policy, self.use_critic)
@@ -273,7 +337,7 @@ class DataSelectionMixin:
         return batch
 
     def prepare_step(self):
-        self._refills = 0
+        self._refills, self._sync, self._expired = 0, [], 0
         return super().prepare_step()
 
     def _reissue_inflight_prompts(self, partition_id: str = "train") -> int:
@@ -356,6 +420,11 @@ class DataSelectionMixin:
         step = self._step = _Step(sampled.task[by_order], sampled.n[by_order], [sampled.uid[i] for i in by_order],
                                   sampled.step[by_order], measurement=self._measurement)
         self._measurement = None
+        numbered = sum(len(s.keys) for s in self._sync)  # by the step's earlier local updates
+        self._sync.append(step)
+        if len(self._sync) > self.parameter_sync_step:
+            raise RuntimeError(f"step {self.global_steps}: local update {len(self._sync)} of a weight sync of "
+                               f"{self.parameter_sync_step}")
         real = [(k, t) for k, t in zip(batch.keys, batch.tags) if not t.get("is_padding", False)]
         keys = [k for k, _ in real]
         token_fields = ["rm_scores", "advantages", "response_mask"] + [
@@ -393,22 +462,27 @@ class DataSelectionMixin:
             step.old_log_prob = token_mean(dense["old_log_probs"], mask)
         step.view = RolloutView(index, group.astype(np.int64), reward, advantage, length.numpy().astype(np.int64),
                                 entropy, int(self.config.data.max_response_length),
-                                rollout_ids(self.global_steps, len(step.keys)), lag)
+                                rollout_ids(self.global_steps, len(step.keys), numbered), lag)
+        step.results = results
         return results
 
     def _learn_and_filter(self, batch: KVBatchMeta, results: StepResults, metrics: dict) -> None:
-        """Selector and allocator learn from ``results``; the rollout filter picks the rows of the actor update (a
-        replaying one also the stored rollouts that train again); ``data_selection/*`` metrics."""
-        step = self._step
-        with marked_timer("selector", self.timing_raw):
-            self.axes.selector.update(self.global_steps, results)
-        with marked_timer("allocator", self.timing_raw):
-            self.axes.allocator.update(self.global_steps, results)
+        """The rollout filter picks the rows of this actor update (a replaying one also the stored rollouts that train
+        again). Selector and allocator learn once per step, as they choose once per step: at its last local update
+        (one but with ``parameter_sync_step`` > 1), from the results of all of them; then ``data_selection/*``
+        metrics of the step."""
+        step, last = self._step, len(self._sync) == self.parameter_sync_step
+        if last:
+            learned = _joined([s.results for s in self._sync]) if len(self._sync) > 1 else results
+            with marked_timer("selector", self.timing_raw):
+                self.axes.selector.update(self.global_steps, learned)
+            with marked_timer("allocator", self.timing_raw):
+                self.axes.allocator.update(self.global_steps, learned)
         threshold = self.config.trainer.v1.sampler.get("max_off_policy_threshold")
         if self.axes.rollout_filter.replays and self.trainer_mode != "sync" and threshold is not None:
             expired = self.replay_store.expired(self.global_steps, int(threshold))
             self.axes.rollout_filter.expire(self.global_steps, expired)
-            metrics["data_selection/replay/expired"] = float(len(expired))
+            self._expired += len(expired)
         with marked_timer("rollout_filter", self.timing_raw):
             kept = np.asarray(self.axes.rollout_filter.filter_step(self.global_steps, step.view), dtype=np.int64)
         if len(kept) and (len(np.unique(kept)) != len(kept) or kept.min() < 0 or kept.max() >= len(step.keys)):
@@ -418,18 +492,25 @@ class DataSelectionMixin:
             with marked_timer("replay_store", self.timing_raw):
                 step.replayed = sync_replay(self.replay_store, self.axes.rollout_filter, batch, step.keys,
                                             step.view.rollout_id)
-            metrics["data_selection/replay/stored"] = float(len(self.replay_store))
-            metrics["data_selection/replay/replayed"] = float(len(step.replayed.ids))
         metrics["data_selection/actor_update_skipped"] = float(len(kept) + len(step.replayed.ids) == 0)
+        if not last:  # verl averages a metric over the local updates that report it (v1/utils.py MetricsAggregator)
+            return
+        sync = merged_sync(self._sync)
+        if self.axes.rollout_filter.replays:
+            metrics["data_selection/replay/stored"] = float(len(self.replay_store))
+            metrics["data_selection/replay/replayed"] = float(len(sync.replayed.ids))
+            if self.trainer_mode != "sync" and threshold is not None:
+                metrics["data_selection/replay/expired"] = float(self._expired)
         if step.measurement is not None:
             metrics.update(measurement_metrics(step.measurement))
-        metrics.update(selection_metrics(results, step.view, step.counts, step.kept, {
+        metrics.update(selection_metrics(sync.results, sync.view, sync.counts, sync.kept, {
             "selector": self.axes.selector.metrics(), "allocator": self.axes.allocator.metrics(),
             "rollout_filter": self.axes.rollout_filter.metrics()}))
         if self.trainer_mode != "sync":
-            lag = results.lag(self.global_steps)
+            lag = sync.results.lag(self.global_steps)
             metrics.update({ASYNC_PREFIX + "lag_mean": float(lag.mean()), ASYNC_PREFIX + "lag_max": float(lag.max()),
-                            ASYNC_PREFIX + "submit_age_mean": float(np.mean(self.global_steps - results.submit_step)),
+                            ASYNC_PREFIX + "submit_age_mean": float(np.mean(self.global_steps
+                                                                            - sync.results.submit_step)),
                             ASYNC_PREFIX + "in_flight": float(len(self.ledger)),
                             ASYNC_PREFIX + "refills": float(self._refills),
                             **self.eviction_bias.metrics(ASYNC_PREFIX)})
@@ -552,31 +633,11 @@ class DataSelectionMixin:
     # ------------------------------------------------------------------ records and state
     def _compute_metrics(self, batch, metrics, timing_raw, global_steps, epoch):
         super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)
-        step = self._step
-        if self.config.data_selection.get("dump_steps", True) and step is not None and step.view is not None:
-            v = step.view
-            records.write_dump(self.run_dir, global_steps, {
-                "tasks": step.tasks.tolist(), "counts": step.counts.tolist(), "submit_step": step.submit_step.tolist(),
-                "rollout_task": v.task_index.tolist(), "rollout_group": v.group.tolist(),
-                "rollout_reward": v.reward.tolist(), "rollout_advantage": v.advantage.tolist(),
-                "rollout_format_valid": None if step.format_valid is None else step.format_valid.tolist(),
-                "rollout_length": v.response_length.tolist(),
-                "rollout_entropy": None if v.entropy is None else v.entropy.tolist(),
-                "rollout_id": v.rollout_id.tolist(),
-                "rollout_old_log_prob": None if step.old_log_prob is None else step.old_log_prob.tolist(),
-                "max_response_length": v.max_response_length,
-                "kept": step.kept.tolist(),
-                "replayed": step.replayed.ids.tolist(),  # rollout ids; row position len(rollout_task) + j
-                "measurement": None if step.measurement is None else {  # scored before selecting, never trained on
-                    "rollout_task": step.measurement.task_index.tolist(),
-                    "rollout_reward": step.measurement.reward.tolist()},
-                "actor_mini_batches": None if step.plan is None else {
-                    "rows": step.plan.rows, "num": step.plan.num_mini_batches, "size": step.plan.mini_batch_size},
-                "actor_update_rows": step.update_rows,
-                "actor_update": step.update,
-                "clipfrac": None if step.clipfrac is None else step.clipfrac.tolist(),
-                "entropy": None if step.entropy is None else step.entropy.tolist(),
-            })
+        if self.config.data_selection.get("dump_steps", True) and self._sync and self._sync[-1].view is not None:
+            record = _dump(merged_sync(self._sync))
+            if len(self._sync) > 1:  # the actor side per local update; the top level holds the step's groups
+                record["local_updates"] = [{k: v for k, v in _dump(s).items() if k in _PER_UPDATE} for s in self._sync]
+            records.write_dump(self.run_dir, global_steps, record)
 
     def _save_checkpoint(self):
         # written first, so latest_checkpointed_iteration.txt never names a folder without it

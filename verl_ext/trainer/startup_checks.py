@@ -1,7 +1,7 @@
 """Checks ``python -m verl_ext.main`` runs on the composed config before Ray starts (no Ray, no GPU).
 
 * :func:`check_supported` - what the trainer modes ``verl_ext`` (sync), ``verl_ext_colocate_async`` and
-  ``verl_ext_separate_async`` cannot run: verl's own mode names, ``parameter_sync_step > 1``, a custom sampler, in the
+  ``verl_ext_separate_async`` cannot run: verl's own mode names, ``parameter_sync_step > 1`` outside separate_async, a custom sampler, in the
   async modes a component with no stale-evidence rule (:data:`ASYNC_REFUSED`), sync refills (``sync_refill_failed_groups``),
   verl's DAPO ``algorithm.filter_groups`` (filter with ``rollout_filter=``), distillation, and a critic
   whose mini-batch differs from the actor's, a rollout length above ``data.max_response_length`` without the
@@ -41,16 +41,16 @@ def check_supported(config) -> None:
     if mode not in modes:
         hint = f"; {ASYNC_MODES[mode]} is verl's {mode} with the three axes" if mode in ASYNC_MODES else ""
         problems.append(f"trainer.v1.trainer_mode={mode} (verl_ext.main runs {', '.join(modes)}{hint})")
-    sync_step = (v1.get(verl_mode(mode)) or {}).get("parameter_sync_step", 1)
-    if int(sync_step) != 1:
-        problems.append(f"trainer.v1.{verl_mode(mode)}.parameter_sync_step={sync_step} (one update per step only; "
-                        "separate_async then needs data.train_batch_size = actor.ppo_mini_batch_size)")
-    elif verl_mode(mode) == "separate_async" and config.data.train_batch_size != \
-            config.actor_rollout_ref.actor.ppo_mini_batch_size:
-        problems.append(f"actor_rollout_ref.actor.ppo_mini_batch_size={config.actor_rollout_ref.actor.ppo_mini_batch_size}"
-                        f" != data.train_batch_size={config.data.train_batch_size} in separate_async (verl asserts "
-                        "train_batch_size = parameter_sync_step x ppo_mini_batch_size, trainer_separate_async.py:59; "
-                        "+async=separate sets the mini-batch to the batch)")
+    sync_step = int((v1.get(verl_mode(mode)) or {}).get("parameter_sync_step", 1))
+    mini = config.actor_rollout_ref.actor.ppo_mini_batch_size
+    if sync_step != 1 and verl_mode(mode) != "separate_async":
+        problems.append(f"trainer.v1.{verl_mode(mode)}.parameter_sync_step={sync_step} (several actor updates per "
+                        "weight sync: separate_async only, +async=separate)")
+    elif verl_mode(mode) == "separate_async" and config.data.train_batch_size != sync_step * mini:
+        problems.append(f"data.train_batch_size={config.data.train_batch_size} != trainer.v1.separate_async."
+                        f"parameter_sync_step={sync_step} x actor_rollout_ref.actor.ppo_mini_batch_size={mini} (verl "
+                        "asserts it, trainer_separate_async.py:59; +async=separate sets the mini-batch to the batch: "
+                        "with parameter_sync_step k set it to the batch / k)")
     if ((v1.get("sampler") or {}).get("custom_sampler") or {}).get("path"):
         problems.append("trainer.v1.sampler.custom_sampler (the trainer's own buffer reports which prompt groups "
                         "each sample trains and evicts)")
