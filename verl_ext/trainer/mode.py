@@ -52,8 +52,8 @@ selector and allocator with its age (``StepResults.submit_step`` / ``weight_vers
 leaves the ledger as no observation (``_on_evicted``), its share per task difficulty logged under
 ``data_selection/async/``; stored rollouts a replaying filter could replay beyond that threshold expire first
 (``ReplayStore.expired`` -> ``RolloutFilter.expire``). Not supported (refused before Ray starts,
-:func:`verl_ext.trainer.startup_checks.check_supported`): ``parameter_sync_step > 1``, sync refills, DAPO
-``algorithm.filter_groups`` (use a rollout filter), a custom sampler, distillation, a critic whose
+:func:`verl_ext.trainer.startup_checks.check_supported`): ``parameter_sync_step > 1`` outside separate_async, sync
+refills, DAPO ``algorithm.filter_groups`` (use a rollout filter), a custom sampler, distillation, a critic whose
 ``ppo_mini_batch_size`` differs from the actor's; in the async modes, components without a stale-evidence rule.
 """
 

@@ -1,8 +1,8 @@
 """Checks ``python -m verl_ext.main`` runs on the composed config before Ray starts (no Ray, no GPU).
 
 * :func:`check_supported` - what the trainer modes ``verl_ext`` (sync), ``verl_ext_colocate_async`` and
-  ``verl_ext_separate_async`` cannot run: verl's own mode names, ``parameter_sync_step > 1`` outside separate_async, a custom sampler, in the
-  async modes a component with no stale-evidence rule (:data:`ASYNC_REFUSED`), sync refills (``sync_refill_failed_groups``),
+  ``verl_ext_separate_async`` cannot run: verl's own mode names, ``parameter_sync_step > 1`` outside separate_async,
+  a custom sampler, in the async modes a component with no stale-evidence rule (:data:`ASYNC_REFUSED`), sync refills (``sync_refill_failed_groups``),
   verl's DAPO ``algorithm.filter_groups`` (filter with ``rollout_filter=``), distillation, and a critic
   whose mini-batch differs from the actor's, a rollout length above ``data.max_response_length`` without the
   agent loop that caps training generation (:mod:`verl_ext.trainer.generation_length`); inside Ray (the trainer's
