@@ -136,6 +136,7 @@ class Run:
         trainer.ledger, trainer.eviction_bias = ours.InFlightLedger(), ours.EvictionBias()
         trainer._chosen, trainer._measurement, trainer._step, trainer.timing_raw, trainer._refills = 0, None, None, {}, 0
         trainer._restored_tq_prompt_count = 0
+        trainer._sync, trainer._expired = [], 0
         trainer.current_mode = None  # separate_async: not lending the trainer's GPUs to generation
         trainer.trainer_mode = config.trainer.v1.trainer_mode
         trainer.task_pool, trainer.axes, trainer.rollout_budget = pool, build_axes(config, pool), rollout_budget(config)
@@ -152,6 +153,7 @@ class Run:
             monkeypatch.setattr(module, "tq", self.tq)
         self.chosen: list[tuple[int, list[int], list[int]]] = []  # (step, tasks, tasks in flight) per select call
         self.allocated: list[list[int]] = []  # the allocator's rollouts per task, per select call
+        self.pending: list[list[int]] = []  # per select call: tasks the step's earlier local updates trained
         self.updates: list[tuple[int, list[str], StepResults]] = []  # (step, prompt uids, results) per update
         self.evicted: dict[str, set[str]] = {}
         self.metrics: list[dict] = []  # what _learn_and_filter logged, per step
@@ -173,6 +175,7 @@ class Run:
             time.sleep(self.select_pause)
             self.select_s.append(time.perf_counter() - t0)
             self.chosen.append((step, np.asarray(tasks).tolist(), trainer.ledger.tasks().tolist()))
+            self.pending.append([t for s in trainer._sync for t in s.tasks.tolist()])
             return tasks
 
         def watched_update(step, results):
@@ -470,10 +473,12 @@ def test_with_two_updates_a_weight_sync_the_filter_decides_each_and_selector_and
     """verl's fully-async shape (``separate_async``, ``parameter_sync_step`` 2): each step samples and updates the actor
     twice on half its batch with one ``global_steps``. The rollout filter decides at each update, on that update's
     rollouts, with ids unique in the step; selector and allocator learn once a step, at its last update, from the
-    groups of both, as they chose once a step; the step's metrics and record hold both. A resume changes nothing
-    else either way."""
+    groups of both, as they chose once a step, and a refill between the updates does not choose a task the first
+    trained. A resume changes nothing else either way."""
     duration, p = _world()
-    config = _config("verl_ext_separate_async", 3, 1, "bots", sync=2)
+    config = _config("verl_ext_separate_async", 2, 1.5, "bots", sync=2)
+    need = prompts_in_flight(config)  # the smallest pool: a refill has to avoid what the first update trained
+    duration, p = duration[:need], p[:need]
     run = Run(ours.DataSelectionSeparateAsync, config, monkeypatch, duration, p)
     decided, filter_step = [], run.trainer.axes.rollout_filter.filter_step
 
@@ -494,7 +499,15 @@ def test_with_two_updates_a_weight_sync_the_filter_decides_each_and_selector_and
     for (s, uids, results), first, second in zip(run.updates, decided[::2], decided[1::2]):
         assert len(uids) == len(set(uids)) == BATCH  # ... from the groups of both updates
         assert sorted(results.task_index.tolist()) == sorted(task_of[u] for u in uids for _ in range(allocated[u]))
-        assert len(results.task_index) == len(first[2]) + len(second[2])
+    for (s, uids, _), m in zip(run.updates, run.metrics):  # the step's selection metrics are of both updates' groups
+        assert m["data_selection/rollouts_per_task/mean"] == pytest.approx(np.mean([allocated[u] for u in uids]))
+    # lag counts weight syncs: the filter sees at each update the lag the selector learns with
+    assert np.array_equal(np.concatenate(run.view_lags), np.concatenate([r.lag(s) for s, _, r in run.updates]))
+    assert max(lag.max() for lag in run.view_lags) >= 1
+    # a refill between the two updates does not choose a task the first one trained: the selector has not learned
+    # from it yet
+    between = [(tasks, pending) for (_, tasks, _), pending in zip(run.chosen, run.pending) if pending]
+    assert between and all(not set(tasks) & set(pending) for tasks, pending in between)
     record = ours.merged_sync(run.trainer._sync)  # the last step's record (the dump's top level)
     assert len(record.tasks) == BATCH and record.view.group.max() + 1 == BATCH
     assert record.kept.max() < len(record.view) and len(record.kept) == len(set(record.kept.tolist()))
@@ -503,6 +516,7 @@ def test_with_two_updates_a_weight_sync_the_filter_decides_each_and_selector_and
     first = Run(ours.DataSelectionSeparateAsync, config, monkeypatch, duration, p)
     first.train(range(1, 5))
     state = first.checkpoint()
+    assert _in_flight(first)  # generations to restart
     resumed = Run(ours.DataSelectionSeparateAsync, config, monkeypatch, duration, p)
     resumed.restore(state)
     resumed.train(range(5, 9))

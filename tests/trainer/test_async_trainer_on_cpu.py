@@ -94,7 +94,6 @@ def test_separate_async_scores_the_second_local_update_against_the_syncs_weights
         pytest.skip("colocate_async: one update a step")
     for step, dump in records.read_dumps(run_dir).items():
         first, second = dump["local_updates"]  # two local updates a step, the step's groups merged above them
-        assert len(first["kept"]) + len(second["kept"]) == len(dump["kept"])
         drift = [float(np.mean(np.abs(np.subtract(u["actor_update"]["log_prob"], u["actor_update"]["old_log_prob"]))))
                  for u in (first, second)]
         # the first update trains from the sync's weights (its log-ratio is round-off); the second has moved off them

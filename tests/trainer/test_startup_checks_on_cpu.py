@@ -58,6 +58,12 @@ def test_separate_async_trains_parameter_sync_step_mini_batches_a_step_and_async
     with pytest.raises(ValueError, match=r"data.train_batch_size=4 != trainer.v1.separate_async.parameter_sync_step=1 "
                                          r"x actor_rollout_ref.actor.ppo_mini_batch_size=2"):
         check_supported(compose_recipe(*CPU_RECIPE, "+async=separate", "actor_rollout_ref.actor.ppo_mini_batch_size=2"))
+    for replaying in ("cbs", "replay_fifo"):  # accepted with one update a sync, refused with two
+        check_supported(compose_recipe(*CPU_RECIPE, "+async=separate", f"rollout_filter={replaying}"))
+        with pytest.raises(ValueError, match=rf"rollout_filter={replaying} with parameter_sync_step=2: a replaying"):
+            check_supported(compose_recipe(*CPU_RECIPE, "+async=separate", f"rollout_filter={replaying}",
+                                           "trainer.v1.separate_async.parameter_sync_step=2",
+                                           "actor_rollout_ref.actor.ppo_mini_batch_size=2"))
     with pytest.raises(ValueError, match=r"parameter_sync_step=2 \(several actor updates per weight sync: "
                                          r"separate_async only"):
         check_supported(compose_recipe(*CPU_RECIPE, "+async=colocate", "++trainer.v1.colocate_async.parameter_sync_step=2"))

@@ -310,7 +310,9 @@ class DataSelectionMixin:
                 with marked_timer("measurement", self.timing_raw):
                     measurement = measurement_rollouts(self, measured, int(self.config.actor_rollout_ref.rollout.n))
                 self.axes.selector.measure(step, measurement)
-        in_flight = self.ledger.tasks() if len(self.ledger) else None
+        # in flight, or trained by this sync's earlier local updates and not yet learned from (at its last update)
+        pending = [self.ledger.tasks()] * bool(len(self.ledger)) + [s.tasks for s in self._sync]
+        in_flight = np.unique(np.concatenate(pending)) if pending else None
         with marked_timer("selector", self.timing_raw):
             tasks = np.asarray(self.axes.selector.select(step, wanted, exclude=in_flight), dtype=np.int64)
         allowed = (1, size) if self.trainer_mode == "sync" else (wanted, wanted)  # verl refills exactly k (TB:1514)
@@ -636,6 +638,8 @@ class DataSelectionMixin:
         if self.config.data_selection.get("dump_steps", True) and self._sync and self._sync[-1].view is not None:
             record = _dump(merged_sync(self._sync))
             if len(self._sync) > 1:  # the actor side per local update; the top level holds the step's groups
+                record = {k: v for k, v in record.items() if k not in _PER_UPDATE or k in ("kept", "replayed")}
+                record["actor_update_rows"] = sum(s.update_rows for s in self._sync)
                 record["local_updates"] = [{k: v for k, v in _dump(s).items() if k in _PER_UPDATE} for s in self._sync]
             records.write_dump(self.run_dir, global_steps, record)
 

@@ -46,7 +46,9 @@ def check_supported(config) -> None:
     if sync_step != 1 and verl_mode(mode) != "separate_async":
         problems.append(f"trainer.v1.{verl_mode(mode)}.parameter_sync_step={sync_step} (several actor updates per "
                         "weight sync: separate_async only, +async=separate)")
-    elif verl_mode(mode) == "separate_async" and config.data.train_batch_size != sync_step * mini:
+    elif sync_step != 1:
+        problems += local_update_problems(config, sync_step)
+    if verl_mode(mode) == "separate_async" and config.data.train_batch_size != sync_step * mini:
         problems.append(f"data.train_batch_size={config.data.train_batch_size} != trainer.v1.separate_async."
                         f"parameter_sync_step={sync_step} x actor_rollout_ref.actor.ppo_mini_batch_size={mini} (verl "
                         "asserts it, trainer_separate_async.py:59; +async=separate sets the mini-batch to the batch: "
@@ -105,6 +107,25 @@ def async_problems(config) -> list[str]:
         if component is not None and component.stale_evidence is None:
             reason = ASYNC_REFUSED.get((axis, name), "it states no rule for evidence older than the policy")
             problems.append(f"{axis}={name} in trainer.v1.trainer_mode={config.trainer.v1.trainer_mode}: {reason}")
+    return problems
+
+
+def local_update_problems(config, sync_step: int) -> list[str]:
+    """What several actor updates per weight sync cannot run: a replaying rollout filter. Its buffer would replay rows
+    of the sync's earlier updates, scored against the current weights while verl scores the fresh rows against the
+    sync's (``trainer_separate_async.py:187-211``), and its step counters would count updates [decision: refused
+    until a replay buffer states a rule per local update]."""
+    from verl_ext.axes import REGISTRY, component_class
+
+    problems = []
+    for section in [config.rollout_filter, *(config.data_selection.get("prefilters") or [])]:
+        name = section["name"]
+        component = component_class("rollout_filter", section) if name == "custom" else \
+            REGISTRY["rollout_filter"].get(name, (None, None))[1]
+        if component is not None and component.replays:
+            problems.append(f"rollout_filter={name} with parameter_sync_step={sync_step}: a replaying filter would "
+                            "replay rows of the sync's earlier updates against other weights than its fresh rows'; "
+                            "nearest: parameter_sync_step=1, or a filter that does not replay (cbs_star for cbs)")
     return problems
 
 
