@@ -118,6 +118,7 @@ class _Step:
     keys: list[str] = field(default_factory=list)  # real rollouts, RolloutView order
     view: RolloutView | None = None
     old_log_prob: np.ndarray | None = None  # per rollout, mean over response tokens
+    rollout_log_prob: np.ndarray | None = None  # per rollout, the rollout engine's, mean over response tokens
     format_valid: np.ndarray | None = None  # per rollout, the reward's well-formed-answer flag (None: not reported)
     kept: np.ndarray | None = None
     replayed: Replayed = field(default_factory=Replayed)  # stored rollouts of earlier steps trained on here too
@@ -166,6 +167,7 @@ def merged_sync(steps: list[_Step]) -> _Step:
         [getattr(s, name) for s in steps])
     return _Step(cat("tasks"), cat("counts"), [u for s in steps for u in s.uids], cat("submit_step"),
                  keys=[k for s in steps for k in s.keys], view=view, old_log_prob=cat("old_log_prob"),
+                 rollout_log_prob=cat("rollout_log_prob"),
                  format_valid=cat("format_valid"),
                  kept=np.concatenate([s.kept + r for s, r in zip(steps, rollouts)]).astype(np.int64),
                  replayed=_joined([s.replayed for s in steps], keys=[k for s in steps for k in s.replayed.keys],
@@ -188,6 +190,9 @@ def _dump(step: _Step) -> dict:
         "rollout_entropy": None if v.entropy is None else v.entropy.tolist(),
         "rollout_id": v.rollout_id.tolist(),
         "rollout_old_log_prob": None if step.old_log_prob is None else step.old_log_prob.tolist(),
+        "rollout_log_prob": None if step.rollout_log_prob is None else step.rollout_log_prob.tolist(),
+        "rollout_weight_version": None if step.results.weight_version is None  # oldest, newest
+        else step.results.weight_version.tolist(),
         "max_response_length": v.max_response_length,
         "kept": step.kept.tolist(),
         "replayed": step.replayed.ids.tolist(),  # rollout ids; row position len(rollout_task) + j
@@ -430,7 +435,7 @@ class DataSelectionMixin:
         real = [(k, t) for k, t in zip(batch.keys, batch.tags) if not t.get("is_padding", False)]
         keys = [k for k, _ in real]
         token_fields = ["rm_scores", "advantages", "response_mask"] + [
-            f for f in ("old_log_probs", "entropy") if f in (batch.fields or ())]
+            f for f in ("old_log_probs", "entropy", "rollout_log_probs") if f in (batch.fields or ())]
         extra = ["extra_fields"] if "extra_fields" in (batch.fields or ()) else []
         data = tq.kv_batch_get(keys=keys, partition_id=batch.partition_id,
                                select_fields=["index", "responses", *token_fields, *extra])
@@ -462,6 +467,8 @@ class DataSelectionMixin:
         entropy = token_mean(dense["entropy"], mask) if "entropy" in token_fields else None
         if "old_log_probs" in token_fields:
             step.old_log_prob = token_mean(dense["old_log_probs"], mask)
+        if "rollout_log_probs" in token_fields:
+            step.rollout_log_prob = token_mean(dense["rollout_log_probs"], mask)
         step.view = RolloutView(index, group.astype(np.int64), reward, advantage, length.numpy().astype(np.int64),
                                 entropy, int(self.config.data.max_response_length),
                                 rollout_ids(self.global_steps, len(step.keys), numbered), lag)
@@ -640,7 +647,8 @@ class DataSelectionMixin:
             if len(self._sync) > 1:  # the actor side per local update; the top level holds the step's groups
                 record = {k: v for k, v in record.items() if k not in _PER_UPDATE or k in ("kept", "replayed")}
                 record["actor_update_rows"] = sum(s.update_rows for s in self._sync)
-                record["local_updates"] = [{k: v for k, v in _dump(s).items() if k in _PER_UPDATE} for s in self._sync]
+                record["local_updates"] = [{"rollouts": len(s.keys), **{k: v for k, v in _dump(s).items()
+                                                                          if k in _PER_UPDATE}} for s in self._sync]
             records.write_dump(self.run_dir, global_steps, record)
 
     def _save_checkpoint(self):
