@@ -113,8 +113,8 @@ def async_problems(config) -> list[str]:
 def local_update_problems(config, sync_step: int) -> list[str]:
     """What several actor updates per weight sync cannot run: a replaying rollout filter. Its buffer would replay rows
     of the sync's earlier updates, scored against the current weights while verl scores the fresh rows against the
-    sync's (``trainer_separate_async.py:187-211``), and its step counters would count updates [decision: refused
-    until a replay buffer states a rule per local update]."""
+    sync's (``trainer_separate_async.py:187-211``) [decision: refused until a replay buffer states a rule per local
+    update]."""
     from verl_ext.axes import REGISTRY, component_class
 
     problems = []
