@@ -82,7 +82,7 @@ test-fast: $(STAMP) $(GPU_WHEELHOUSE_STAMP)
 bench: $(STAMP)
 	$(PY) -m verl_ext.apps.bench
 
-# Every selector, allocator and filter on a simulated learner at paper scale (verl_ext/apps/sim; README "Simulation"):
+# Every selector, allocator and filter on a simulated learner at paper scale (verl_ext/apps/sim, its README):
 # tables, claims and plots in outputs/sim/. SIM_ARGS="--studies bots --worlds base --seeds 8"; --full adds the sweeps
 # and the composition study (see --help).
 simulate: $(STAMP)

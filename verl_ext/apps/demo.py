@@ -42,7 +42,7 @@ from verl_ext.launch.version_check import check_verl_version
 # over 10 steps, 10 seeds, the implicit evidence places first visits (0.1, the authors' default, spent most picks on
 # unvisited tasks) and then fades as the policy learns the tasks it trains on, which fixed ρ 0.5 kept pulling back
 # towards 0.5: the selected tasks' pass rate stayed within 0.13 of 0.5 from step 3 and ETR rose above uniform's,
-# +0.075 [+0.005, +0.145] (README "Why the real BOTS leaves its target")
+# +0.075 [+0.005, +0.145] (verl_ext/apps/README.md "Why the real BOTS leaves its target")
 METHOD = ("selector=bots", "selector.implicit_weight=0.5", "selector.adaptive_implicit_weight=true", "allocator=coba",
           "allocator.min_n=3", "allocator.max_n=8")
 FIXED_RHO = (*METHOD[:2], *METHOD[3:])  # without the adaptive weight: the demo's method before it was added
@@ -288,8 +288,8 @@ def add_options(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--steps", type=int, default=5, help="RL steps")
     parser.add_argument("--tasks", type=int, default=6, help="tasks selected per step")
     parser.add_argument("--budget", type=int, default=24, help="rollouts per step, allocated over the tasks")
-    # 48: on 24 tasks BOTS ran out of tasks near 0.5 and came back to ones the policy had learnt (README "Why the
-    # real BOTS leaves its target")
+    # 48: on 24 tasks BOTS ran out of tasks near 0.5 and came back to ones the policy had learnt
+    # (verl_ext/apps/README.md "Why the real BOTS leaves its target")
     parser.add_argument("--pool", type=int, default=48, help="training tasks to select from")
     parser.add_argument("--lr", type=float, default=1e-5)
     parser.add_argument("--response-length", type=int, default=32, help="the worked answers take ~20 tokens")

@@ -30,6 +30,6 @@ def check_verl_version(installed: str | None = None) -> str:
         raise RuntimeError(
             f"verl-ext needs verl=={required} ({found}). The trainer hooks depend on verl {required}'s "
             f"internals. Install it with: pip install torch==2.13.0 'verl[verl-core,math]=={required}' "
-            f"(CPU), or see README.md 'GPU install'."
+            f"(CPU), or see scripts/README.md 'Install on a GPU machine'."
         )
     return installed

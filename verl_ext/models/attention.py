@@ -292,7 +292,7 @@ class Measurement:
 
 
 # [decision] the pairs the recipes may use: a pair not here (flex_attention at 16384 tokens: no step line within
-# 250 s on the same H200) may stall in its first step. Source: README "Attention backends".
+# 250 s on the same H200) may stall in its first step. Source: scripts/README.md "Attention backends".
 MEASURED_PAIRS: dict[tuple[str, int], Measurement] = {
     ("flex_attention", 8192): Measurement(
         "NVIDIA H200", "2026-11-26", "torch 2.11.0+cu130, transformers 5.17.0", 66.6, (0.67, 0.85),

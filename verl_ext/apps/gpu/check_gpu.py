@@ -30,7 +30,7 @@ token budget a GPU ran through its first step (:data:`verl_ext.models.attention.
 (``verl/workers/engine/fsdp/transformer_impl.py:1256-1260``), verl's remove-padding patch only touches flash
 attention (``verl/models/transformers/monkey_patch.py:544-552``), and transformers masks the packed sequences
 per document from the restarting ``position_ids`` (``transformers/masking_utils.py`` ``find_packed_sequence_indices``).
-Measured on one H200 by ``scripts/gpu_first_hour.sh`` (README, Attention backends): flex attention at 1.3x / 1.9x /
+Measured on one H200 by ``scripts/gpu_first_hour.sh`` (scripts/README.md, Attention backends): flex attention at 1.3x / 1.9x /
 3.1x the speed of ``sdpa`` (which gets a dense ``T x T`` mask on packed rows) at 8k / 16k / 32k tokens and about a
 minute of compilation in the first step, but in the actor's step pattern only its 8192-token budget was seen to
 finish the first step. With flash-attn installed by hand,
