@@ -232,6 +232,29 @@ def degenerate_rate_over_steps(run_dir: str | os.PathLike) -> tuple[np.ndarray, 
                        lambda d: degenerate_group_rate(d["rollout_group"], d["rollout_reward"]))
 
 
+class Delta(NamedTuple):
+    """A mean (of paired differences, over seeds) with its interval and the number of pairs."""
+
+    mean: float
+    low: float
+    high: float
+    n: int
+
+    def __str__(self) -> str:
+        return f"{self.mean:+.4f} [{self.low:+.4f}, {self.high:+.4f}]"
+
+
+def t_interval(d: ArrayLike, alpha: float = 0.05) -> Delta:
+    """Mean of paired differences with its two-sided ``1 - alpha`` Student t interval."""
+    from scipy import stats
+
+    d = np.asarray(d, dtype=np.float64)
+    if len(d) < 2:
+        raise ValueError(f"a t interval needs at least 2 paired seeds, got {len(d)}")
+    half = stats.t.ppf(1 - alpha / 2, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d))
+    return Delta(float(d.mean()), float(d.mean() - half), float(d.mean() + half), len(d))
+
+
 def mean_se(values: ArrayLike) -> MeanSE:
     """Mean and its standard error (sample std / sqrt(n)) of a 1-D series."""
     values = np.asarray(values, dtype=np.float64)

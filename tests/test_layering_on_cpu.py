@@ -2,7 +2,8 @@
 
 From the bottom: the library (``verl_ext`` but ``verl_ext.apps``: axes, rewards, cpu, trainer, models, launch, ...),
 then ``data_prep``, then ``eval``, then the applications (``verl_ext.apps``). Every import counts, those inside
-functions too. No module stands loose at ``verl_ext``'s root but the two entry points.
+functions too. No module stands loose at ``verl_ext``'s root but the two entry points, and no two rooms (a package
+of ``verl_ext`` or of ``verl_ext.apps``, ``data_prep``, ``eval``) import each other, directly or round a circle.
 """
 
 from __future__ import annotations
@@ -89,3 +90,51 @@ def test_a_loose_module_is_named(tmp_path):
     for name in (*ROOT_MODULES, "helpers.py"):
         (tmp_path / name).write_text("")
     assert loose_modules(tmp_path) == ["helpers.py"]
+
+
+def room(module: str, root: Path = ROOT) -> str | None:
+    """The room of a dotted module name: its package under ``verl_ext`` (under ``verl_ext.apps`` for an application
+    in a package of its own), ``data_prep`` or ``eval``; ``None`` for a third-party or standard module."""
+    parts = module.split(".")
+    if parts[0] in ("data_prep", "eval"):
+        return parts[0]
+    if parts[0] != "verl_ext":
+        return None
+    depth = 3 if len(parts) > 2 and parts[1] == "apps" and (root / "verl_ext" / "apps" / parts[2]).is_dir() else 2
+    return ".".join(parts[:depth])
+
+
+def room_circles(files: list[Path], root: Path = ROOT) -> list[list[str]]:
+    """Each circle of rooms importing one another, as the rooms in order from its first in sorted order."""
+    edges: dict[str, set[str]] = {}
+    for path in files:
+        here = room(".".join(path.relative_to(root).with_suffix("").parts), root)
+        for _, name in imported_modules(path):
+            there = room(name, root)
+            if there is not None and there != here:
+                edges.setdefault(here, set()).add(there)
+    circles = set()
+    for start in edges:
+        paths = [[start]]
+        while paths:
+            path = paths.pop()
+            for nxt in edges.get(path[-1], ()):
+                if nxt == start and min(path) == start:
+                    circles.add(tuple(path))
+                elif nxt not in path:
+                    paths.append(path + [nxt])
+    return sorted(list(c) for c in circles)
+
+
+def test_no_two_rooms_import_each_other():
+    assert room_circles(source_files()) == []
+
+
+def test_a_circle_of_rooms_is_named(tmp_path):
+    for path, source in {"verl_ext/apps/study.py": "from verl_ext.apps.sim import report\n",
+                         "verl_ext/apps/sim/report.py": "from verl_ext.apps import study\n",
+                         "verl_ext/apps/sim/__init__.py": "", "eval/metrics.py": ""}.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(source)
+    files = sorted(tmp_path.rglob("*.py"))
+    assert room_circles(files, root=tmp_path) == [["verl_ext.apps", "verl_ext.apps.sim"]]

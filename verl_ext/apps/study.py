@@ -30,7 +30,7 @@ import numpy as np
 
 from verl_ext.apps import demo
 from verl_ext.apps.inputs import TASK, Inputs, embeddings, heldout_evaluation, prepare_inputs
-from verl_ext.apps.sim.report import t_interval
+from eval.metrics import t_interval
 
 BASELINE = "uniform"
 # name -> Hydra overrides at the demo's scale (6 tasks x 24 rollouts a step, pool 48: 10 steps visit a task ~1.3 times);

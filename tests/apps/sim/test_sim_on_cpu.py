@@ -170,7 +170,7 @@ def test_a_short_grid_writes_tables_claims_and_plots_byte_identical_per_seed(tmp
 
 def test_verdicts_have_an_equivalence_margin_and_t_intervals():
     from verl_ext.apps.sim.claims import verdict
-    from verl_ext.apps.sim.report import t_interval
+    from eval.metrics import t_interval
 
     d = t_interval(np.array([0.1, 0.2, 0.3]))
     assert d.mean == pytest.approx(0.2) and d.high - d.mean == pytest.approx(4.303 * 0.1 / np.sqrt(3), rel=1e-3)

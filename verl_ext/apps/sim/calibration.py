@@ -23,7 +23,7 @@ import numpy as np
 
 from verl_ext.apps import study
 from verl_ext.apps.inputs import TASK
-from verl_ext.apps.sim.report import t_interval
+from eval.metrics import t_interval
 
 # the study's metrics the simulator records too (the mean rollouts per task is budget / tasks in both)
 METRICS = {k: study.METRICS[k] for k in ("etr", "degenerate", "observed_p", "counts_std")}

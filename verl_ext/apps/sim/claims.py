@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from verl_ext.apps.sim.report import Delta, Records, delta
+from eval.metrics import Delta
+from verl_ext.apps.sim.report import Records, delta
 
 MARGIN = 0.005  # [decision] |Δ| below this (accuracy, score or rate) is no difference
 VERDICTS = ("holds", "does not hold", "no difference", "inconclusive")

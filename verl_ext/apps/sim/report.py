@@ -9,12 +9,9 @@ measured rollouts per step.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
-from scipy import stats
 
-from eval.metrics import PASS_RATE_BINS, best_so_far, mean_se, time_to_baseline
+from eval.metrics import PASS_RATE_BINS, Delta, best_so_far, mean_se, t_interval, time_to_baseline
 from eval.tables import fmt
 
 Records = dict[str, dict[str, dict[int, dict]]]  # study -> setting -> seed -> run record
@@ -33,26 +30,6 @@ def per_seed(runs: dict[int, dict], metric: str, statistic: str) -> np.ndarray:
     if statistic in STEP_SERIES:
         return np.array([np.mean(runs[s][statistic]) for s in sorted(runs)])
     return np.array([REDUCE[statistic](curve(runs[s], metric)) for s in sorted(runs)])
-
-
-@dataclass(frozen=True)
-class Delta:
-    mean: float
-    low: float
-    high: float
-    n: int
-
-    def __str__(self) -> str:
-        return f"{self.mean:+.4f} [{self.low:+.4f}, {self.high:+.4f}]"
-
-
-def t_interval(d: np.ndarray, alpha: float = 0.05) -> Delta:
-    """Mean of paired differences with its two-sided ``1 - alpha`` Student t interval."""
-    d = np.asarray(d, dtype=np.float64)
-    if len(d) < 2:
-        raise ValueError(f"a t interval needs at least 2 paired seeds, got {len(d)}")
-    half = stats.t.ppf(1 - alpha / 2, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d))
-    return Delta(float(d.mean()), float(d.mean() - half), float(d.mean() + half), len(d))
 
 
 def delta(runs: dict[int, dict], base: dict[int, dict], metric: str, statistic: str, alpha: float = 0.05) -> Delta:

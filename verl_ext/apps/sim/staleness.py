@@ -146,7 +146,7 @@ def study(scenario: Scenario, worlds: dict[str, Scenario], seeds: list[int], dep
 def table(rows: list[dict]) -> str:
     """Per world, setting and depth: means over seeds and the difference from uniform at the same depth, paired by
     seed (95% t); the share of submitted prompts evicted, hard vs easy."""
-    from verl_ext.apps.sim.report import t_interval
+    from eval.metrics import t_interval
 
     key = lambda r: (r["world"], r["setting"], r["depth"])  # noqa: E731
     by = {}
