@@ -262,8 +262,11 @@ def main(argv: list[str] | None = None) -> list[Path]:
     parser.add_argument("--out", required=True, help="folder for the PNGs (created)")
     parser.add_argument("--baseline", nargs="*", default=[], metavar="LABEL:etr=V,degenerate=V",
                         help="dashed reference lines on the ETR and degenerate-group plots")
+    parser.add_argument("--subtitle", default="", help="under every title: what a reader needs (seeds, machine, "
+                        "steps), e.g. \"3 seeds, 8 H200, 200 steps\"")
     args = parser.parse_args(argv)
-    return run(PlotsConfig(runs=parse_runs(args.runs), out=Path(args.out), baselines=parse_baselines(args.baseline)))
+    return run(PlotsConfig(runs=parse_runs(args.runs), out=Path(args.out), baselines=parse_baselines(args.baseline),
+                           subtitle=args.subtitle))
 
 
 if __name__ == "__main__":

@@ -277,7 +277,7 @@ def test_progress(progress_runs, tmp_path):
     check_latex(run_tables("progress", progress_runs, tmp_path, form="latex"))
 
 
-def test_plots(bots_runs, tmp_path):
+def test_plots(bots_runs, tmp_path, monkeypatch):
     run = bots_runs["bots"]
     for step, (tasks, counts, rewards) in {1: ([3, 4], [2, 4], [1, 0, 0, 0, 0, 0]),
                                            2: ([3, 5], [4, 2], [1, 1, 1, 1, 0, 1])}.items():
@@ -301,6 +301,11 @@ def test_plots(bots_runs, tmp_path):
         data = p.read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 1000
     assert plots.main(["--runs", f"empty={bots_runs['bots_dots']}", "--out", str(tmp_path / "none")]) == []
+    subtitles, titled = [], plots.titled
+    monkeypatch.setattr(plots, "titled", lambda title, subtitle: subtitles.append(subtitle) or titled(title, subtitle))
+    again = plots.main(["--runs", *(f"{n}={p}" for n, p in bots_runs.items()), "--out", str(tmp_path / "sub"),
+                        "--subtitle", "3 seeds, 8 H200, 200 steps"])
+    assert again and len(subtitles) >= len(again) and set(subtitles) == {"3 seeds, 8 H200, 200 steps"}
 
 
 def test_an_evaluation_plot_shows_its_interval_and_says_what_it_is(bots_runs, tmp_path, monkeypatch):
