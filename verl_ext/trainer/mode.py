@@ -144,12 +144,17 @@ class _Step:
         return np.concatenate([self.view.response_length, self.replayed.lengths])
 
 
+def _cat(parts: list, name: str) -> np.ndarray | None:
+    """The field ``name`` of ``parts`` joined (None where any part has None)."""
+    values = [getattr(p, name) for p in parts]
+    return None if any(v is None for v in values) else np.concatenate(values)
+
+
 def _joined(parts: list, **fixed):
-    """Dataclass instances of one class, their array fields joined (None where any part has None); ``fixed``: the
-    fields taken as given."""
-    cls = type(parts[0])
-    return cls(**{f.name: fixed[f.name] if f.name in fixed else None if any(getattr(p, f.name) is None for p in parts)
-                  else np.concatenate([getattr(p, f.name) for p in parts]) for f in dataclasses.fields(cls)})
+    """Dataclass instances of one class, their array fields joined (:func:`_cat`); ``fixed``: the fields taken as
+    given."""
+    return type(parts[0])(**{f.name: fixed[f.name] if f.name in fixed else _cat(parts, f.name)
+                             for f in dataclasses.fields(parts[0])})
 
 
 def merged_sync(steps: list[_Step]) -> _Step:
@@ -163,23 +168,23 @@ def merged_sync(steps: list[_Step]) -> _Step:
     groups = np.cumsum([0] + [int(v.group.max()) + 1 if len(v) else 0 for v in views])[:-1]
     view = _joined(views, max_response_length=views[0].max_response_length,
                    group=np.concatenate([v.group + g for v, g in zip(views, groups)]))
-    cat = lambda name: None if any(getattr(s, name) is None for s in steps) else np.concatenate(  # noqa: E731
-        [getattr(s, name) for s in steps])
-    return _Step(cat("tasks"), cat("counts"), [u for s in steps for u in s.uids], cat("submit_step"),
-                 keys=[k for s in steps for k in s.keys], view=view, old_log_prob=cat("old_log_prob"),
-                 rollout_log_prob=cat("rollout_log_prob"),
-                 format_valid=cat("format_valid"),
+    return _Step(_cat(steps, "tasks"), _cat(steps, "counts"), [u for s in steps for u in s.uids],
+                 _cat(steps, "submit_step"), keys=[k for s in steps for k in s.keys], view=view,
+                 old_log_prob=_cat(steps, "old_log_prob"), rollout_log_prob=_cat(steps, "rollout_log_prob"),
+                 format_valid=_cat(steps, "format_valid"),
                  kept=np.concatenate([s.kept + r for s, r in zip(steps, rollouts)]).astype(np.int64),
                  replayed=_joined([s.replayed for s in steps], keys=[k for s in steps for k in s.replayed.keys],
                                   tags=[t for s in steps for t in s.replayed.tags]),
                  results=_joined([s.results for s in steps]))
 
 
-_PER_UPDATE = ("kept", "replayed", "actor_mini_batches", "actor_update_rows", "actor_update", "clipfrac", "entropy")
-
-
 def _dump(step: _Step) -> dict:
     """The per-step record (``data_selection.dump_steps``, read by :func:`verl_ext.trainer.records.read_dumps`)."""
+    return {**_rollouts_record(step), **_update_record(step)}
+
+
+def _rollouts_record(step: _Step) -> dict:
+    """What the step chose and generated."""
     v = step.view
     return {
         "tasks": step.tasks.tolist(), "counts": step.counts.tolist(), "submit_step": step.submit_step.tolist(),
@@ -194,11 +199,17 @@ def _dump(step: _Step) -> dict:
         "rollout_weight_version": None if step.results.weight_version is None  # oldest, newest
         else step.results.weight_version.tolist(),
         "max_response_length": v.max_response_length,
-        "kept": step.kept.tolist(),
-        "replayed": step.replayed.ids.tolist(),  # rollout ids; row position len(rollout_task) + j
         "measurement": None if step.measurement is None else {  # scored before selecting, never trained on
             "rollout_task": step.measurement.task_index.tolist(),
             "rollout_reward": step.measurement.reward.tolist()},
+    }
+
+
+def _update_record(step: _Step) -> dict:
+    """What the filter passed to an actor update and what the update did with it."""
+    return {
+        "kept": step.kept.tolist(),
+        "replayed": step.replayed.ids.tolist(),  # rollout ids; row position len(rollout_task) + j
         "actor_mini_batches": None if step.plan is None else {
             "rows": step.plan.rows, "num": step.plan.num_mini_batches, "size": step.plan.mini_batch_size},
         "actor_update_rows": step.update_rows,
@@ -316,7 +327,9 @@ class DataSelectionMixin:
                     measurement = measurement_rollouts(self, measured, int(self.config.actor_rollout_ref.rollout.n))
                 self.axes.selector.measure(step, measurement)
         # in flight, or trained by this sync's earlier local updates and not yet learned from (at its last update)
-        pending = [self.ledger.tasks()] * bool(len(self.ledger)) + [s.tasks for s in self._sync]
+        pending = [s.tasks for s in self._sync]
+        if len(self.ledger):
+            pending.append(self.ledger.tasks())
         in_flight = np.unique(np.concatenate(pending)) if pending else None
         with marked_timer("selector", self.timing_raw):
             tasks = np.asarray(self.axes.selector.select(step, wanted, exclude=in_flight), dtype=np.int64)
@@ -643,12 +656,14 @@ class DataSelectionMixin:
     def _compute_metrics(self, batch, metrics, timing_raw, global_steps, epoch):
         super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)
         if self.config.data_selection.get("dump_steps", True) and self._sync and self._sync[-1].view is not None:
-            record = _dump(merged_sync(self._sync))
-            if len(self._sync) > 1:  # the actor side per local update; the top level holds the step's groups
-                record = {k: v for k, v in record.items() if k not in _PER_UPDATE or k in ("kept", "replayed")}
-                record["actor_update_rows"] = sum(s.update_rows for s in self._sync)
-                record["local_updates"] = [{"rollouts": len(s.keys), **{k: v for k, v in _dump(s).items()
-                                                                          if k in _PER_UPDATE}} for s in self._sync]
+            if len(self._sync) == 1:
+                record = _dump(self._sync[0])
+            else:  # the step's groups at the top level, the actor side per local update
+                merged = merged_sync(self._sync)
+                record = {**_rollouts_record(merged), "kept": merged.kept.tolist(),
+                          "replayed": merged.replayed.ids.tolist(),
+                          "actor_update_rows": sum(s.update_rows for s in self._sync),
+                          "local_updates": [{"rollouts": len(s.keys), **_update_record(s)} for s in self._sync]}
             records.write_dump(self.run_dir, global_steps, record)
 
     def _save_checkpoint(self):
