@@ -91,19 +91,23 @@ ASYNC_REFUSED = {
 }
 
 
-def async_problems(config) -> list[str]:
-    """What an asynchronous mode cannot run: a component that states no rule for stale evidence (``ASYNC_REFUSED``
-    says why), measurement rollouts (a selector's reference set rolled out before it selects)."""
+def _components(config) -> list[tuple[str, str, type | None]]:
+    """``(axis, name, class)`` of every configured component, the prefilters among the rollout filters; a user's
+    (``name=custom``) loaded to read its class attributes, an unknown name None."""
     from verl_ext.axes import REGISTRY, component_class
 
     sections = [("selector", config.selector), ("allocator", config.allocator),
                 ("rollout_filter", config.rollout_filter)]
     sections += [("rollout_filter", f) for f in (config.data_selection.get("prefilters") or [])]
+    return [(axis, section["name"], component_class(axis, section) if section["name"] == "custom"
+             else REGISTRY[axis].get(section["name"], (None, None))[1]) for axis, section in sections]
+
+
+def async_problems(config) -> list[str]:
+    """What an asynchronous mode cannot run: a component that states no rule for stale evidence (``ASYNC_REFUSED``
+    says why), measurement rollouts (a selector's reference set rolled out before it selects)."""
     problems = []
-    for axis, section in sections:
-        name = section["name"]
-        component = (component_class(axis, section) if name == "custom"  # a user's: loaded to read its rule
-                     else REGISTRY[axis].get(name, (None, None))[1])
+    for axis, name, component in _components(config):
         if component is not None and component.stale_evidence is None:
             reason = ASYNC_REFUSED.get((axis, name), "it states no rule for evidence older than the policy")
             problems.append(f"{axis}={name} in trainer.v1.trainer_mode={config.trainer.v1.trainer_mode}: {reason}")
@@ -115,18 +119,11 @@ def local_update_problems(config, sync_step: int) -> list[str]:
     of the sync's earlier updates, scored against the current weights while verl scores the fresh rows against the
     sync's (``trainer_separate_async.py:187-211``) [decision: refused until a replay buffer states a rule per local
     update]."""
-    from verl_ext.axes import REGISTRY, component_class
-
-    problems = []
-    for section in [config.rollout_filter, *(config.data_selection.get("prefilters") or [])]:
-        name = section["name"]
-        component = component_class("rollout_filter", section) if name == "custom" else \
-            REGISTRY["rollout_filter"].get(name, (None, None))[1]
-        if component is not None and component.replays:
-            problems.append(f"rollout_filter={name} with parameter_sync_step={sync_step}: a replaying filter would "
-                            "replay rows of the sync's earlier updates against other weights than its fresh rows'; "
-                            "nearest: parameter_sync_step=1, or a filter that does not replay (cbs_star for cbs)")
-    return problems
+    return [f"rollout_filter={name} with parameter_sync_step={sync_step}: a replaying filter would replay rows of the "
+            "sync's earlier updates against other weights than its fresh rows'; nearest: parameter_sync_step=1, or a "
+            "filter that does not replay (cbs_star for cbs)"
+            for axis, name, component in _components(config)
+            if axis == "rollout_filter" and component is not None and component.replays]
 
 
 def attention_problems(config) -> list[str]:
